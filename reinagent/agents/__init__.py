@@ -1,0 +1,1 @@
+"""Agents: one file per agent type."""

@@ -1,0 +1,43 @@
+"""Chain-of-thought agent for HotpotQA, with the gold paragraphs (cot-context) or without."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reinagent.agents.base import Actor, Agent
+from reinagent.agents.loop import STOP, render_steps, step_loop
+from reinagent.benchmarks import hotpotqa_prompts as prompts
+from reinagent.llm.base import GenerationParams
+from reinagent.memory import MemoryView
+from reinagent.records import Message, Trajectory
+
+
+class CotAgent(Agent):
+    name: ClassVar[str] = "cot"
+
+    def __init__(self, config, *, with_context: bool):
+        self.with_context = with_context
+        self.name = "cot-context" if with_context else "cot-no-context"
+        self.params = GenerationParams(
+            max_tokens=config.max_tokens, temperature=config.temperature, stop=STOP, seed=config.seed
+        )
+
+    def task_text(self, task) -> str:
+        if self.with_context:
+            return f"Context:\n{task.gold_context()}\nQuestion: {task.question}"
+        return f"Question: {task.question}"
+
+    def prompt(self, task, memory: MemoryView) -> list[Message]:
+        examples = prompts.COT_CONTEXT_EXAMPLES if self.with_context else prompts.COT_NO_CONTEXT_EXAMPLES
+        parts = [f"Here are some examples:\n\n{examples}\n\n(END OF EXAMPLES)"]
+        block = memory.block()
+        if block:
+            parts.append(block)
+        parts.append(self.task_text(task))
+        return [Message(role="system", content=prompts.COT_SYSTEM), Message(role="user", content="\n\n".join(parts))]
+
+    async def run(self, task, env, memory: MemoryView, actor: Actor) -> Trajectory:
+        return await step_loop(actor, env, self.prompt(task, memory), ("finish",), self.params)
+
+    def render_attempt(self, task, trajectory: Trajectory) -> str:
+        return f"{self.task_text(task)}\n{render_steps(trajectory)}"

@@ -1,0 +1,70 @@
+"""The Thought/Action/Observation loop shared by the HotpotQA agents (CoT is a one-step ReAct)."""
+
+from __future__ import annotations
+
+from reinagent.agents.base import Actor
+from reinagent.agents.parsing import clean_step_text, parse_output
+from reinagent.env import Env, astep
+from reinagent.llm.base import GenerationParams
+from reinagent.records import Message, Step, Trajectory
+
+STOP = ("\nObservation", "\nQuestion:")
+
+
+def approx_tokens(messages: list[Message]) -> int:
+    """A backend-neutral length estimate (about 4 characters per token for English)."""
+    return sum(len(m.content) for m in messages) // 4 + 4 * len(messages)
+
+
+async def step_loop(
+    actor: Actor,
+    env: Env,
+    messages: list[Message],
+    names: tuple[str, ...],
+    params: GenerationParams,
+    *,
+    max_prompt_tokens: int | None = None,
+) -> Trajectory:
+    """Ask for a step, act it out, show the observation; until Finish, the step budget or the
+    prompt budget ends the episode. Unparseable output is sent to the environment as is, which
+    answers with its 'Invalid action' observation."""
+    traj = actor.trajectory
+    traj.messages = list(messages)
+    while True:
+        if max_prompt_tokens and approx_tokens(traj.messages) > max_prompt_tokens:
+            traj.end_reason = "prompt_budget"
+            break
+        completion = await actor.complete(traj.messages, params)
+        thought, action = parse_output(completion.text, names)
+        step = Step(
+            prompt_len=len(traj.messages), output=completion.text, thought=thought,
+            action=str(action) if action else None, valid_action=action is not None,
+        )
+        traj.steps.append(step)
+        traj.messages.append(Message(role="assistant", content=clean_step_text(thought, action, completion.text)))
+        sent = str(action) if action else (completion.text.strip() or "(empty)")
+        obs, _reward, terminated, truncated, info = await astep(env, sent)
+        step.observation = obs
+        if terminated:
+            traj.answer = info.get("answer")
+            traj.end_reason = "finished"
+            break
+        traj.messages.append(Message(role="user", content=f"Observation: {obs}"))
+        if truncated:
+            traj.end_reason = "step_budget"
+            break
+    return traj
+
+
+def render_steps(trajectory: Trajectory) -> str:
+    """Thought/Action/Observation lines of an attempt, as the Reflector and LAST_ATTEMPT see it."""
+    lines = []
+    for step in trajectory.steps:
+        if step.thought:
+            lines.append(f"Thought: {step.thought}")
+        lines.append(f"Action: {step.action}" if step.action else f"(invalid output) {step.output.strip()}")
+        if step.observation:
+            lines.append(f"Observation: {step.observation}")
+    if trajectory.end_reason in ("step_budget", "prompt_budget"):
+        lines.append(f"(The attempt ran out of {trajectory.end_reason.replace('_', ' ')} without an answer.)")
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""Tolerant parsing of `Thought: ...` / `Action: Name[argument]` model outputs.
+
+Chat models decorate the paper's format: markdown (`**Action:**`), numbering (`Action 2:`),
+different case, quotes around arguments, round brackets, trailing chatter. All of that is accepted;
+anything else is reported as invalid so the agent can show an "Invalid action" observation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_LABEL = r"[*_#>\s`]*{name}(?:\s*\d+)?[*_\s`]*[:：][*_\s`]*"
+_THOUGHT = re.compile(_LABEL.format(name="thought"), re.I)
+_ACTION = re.compile(_LABEL.format(name="action"), re.I)
+_CALL = re.compile(r"^\s*[`*_]*\s*([A-Za-z][A-Za-z ]*?)\s*(\[|\()(.*)$", re.S)
+_CLOSE = {"[": "]", "(": ")"}
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    name: str  # lower case, e.g. "search"
+    argument: str
+
+    def __str__(self) -> str:
+        return f"{self.name.capitalize()}[{self.argument}]"
+
+
+def split_thought_action(text: str) -> tuple[str | None, str | None]:
+    """(thought, action text) from one model output; either may be missing."""
+    text = text.strip()
+    action_match = None
+    for m in _ACTION.finditer(text):
+        action_match = m
+        break
+    thought_match = _THOUGHT.search(text)
+    thought = None
+    if thought_match:
+        end = action_match.start() if action_match and action_match.start() > thought_match.end() else len(text)
+        thought = text[thought_match.end() : end].strip() or None
+    if action_match:
+        action = text[action_match.end() :].strip()
+        return thought, (action.splitlines()[0].strip() if action else None)
+    # No "Action:" label: a bare call on its own line (e.g. "Finish[yes]") still counts.
+    for line in text.splitlines():
+        if _CALL.match(line.strip().strip("*`")) and parse_call(line):
+            return thought, line.strip()
+    if thought is None and text:
+        thought = text
+    return thought, None
+
+
+def parse_call(action: str | None, names: tuple[str, ...] | None = None) -> ParsedAction | None:
+    """`Search[Ed Wood]` -> ParsedAction('search', 'Ed Wood'); None when it is not a call."""
+    if not action:
+        return None
+    m = _CALL.match(action.strip())
+    if not m:
+        return None
+    name, opener, rest = m.group(1).strip().lower(), m.group(2), m.group(3)
+    end = _matching_close(rest, opener, _CLOSE[opener])
+    if end == -1:
+        return None
+    argument = rest[:end].strip().strip("\"'`“”‘’").strip()
+    if names is not None and name not in names:
+        return None
+    return ParsedAction(name, argument)
+
+
+def _matching_close(text: str, opener: str, closer: str) -> int:
+    """Index of the bracket closing the call (nested pairs inside the argument are kept)."""
+    depth = 1
+    for i, ch in enumerate(text):
+        if ch == opener:
+            depth += 1
+        elif ch == closer:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def parse_output(text: str, names: tuple[str, ...]) -> tuple[str | None, ParsedAction | None]:
+    """Thought and a valid action (one of `names`) from a model output."""
+    thought, action = split_thought_action(text)
+    return thought, parse_call(action, names)
+
+
+def invalid_action_message(names: tuple[str, ...], hints: dict[str, str]) -> str:
+    calls = [f"{n.capitalize()}[{hints.get(n, '<argument>')}]" for n in names]
+    listed = calls[0] if len(calls) == 1 else ", ".join(calls[:-1]) + " and " + calls[-1]
+    return f"Invalid action. Valid actions are {listed}."
+
+
+def clean_step_text(thought: str | None, action: ParsedAction | None, raw: str) -> str:
+    """What goes back into the conversation as the assistant's turn: the step without chatter."""
+    if action is None:
+        return raw.strip()
+    lines = [f"Thought: {thought}"] if thought else []
+    lines.append(f"Action: {action}")
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""Benchmark registry: names map to classes, imported only when a benchmark is made."""
+
+from __future__ import annotations
+
+import importlib
+
+from reinagent.benchmarks.base import Benchmark, Task
+from reinagent.errors import ConfigError, choices
+
+# name -> (module, class, agents, one-line description); agents are listed here so that
+# `reinagent list` and flag validation never import a benchmark's heavy dependencies.
+REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "hotpotqa": (
+        "reinagent.benchmarks.hotpotqa",
+        "HotpotQA",
+        ("react", "cot-context", "cot-no-context"),
+        "multi-hop questions (distractor-docstore setting), exact match",
+    ),
+    "humaneval": (
+        "reinagent.benchmarks.humaneval",
+        "HumanEval",
+        ("coder",),
+        "164 Python functions, hidden unit tests in a sandbox, pass@1",
+    ),
+    "mbpp": (
+        "reinagent.benchmarks.mbpp",
+        "MBPP",
+        ("coder",),
+        "427 sanitized Python tasks, hidden asserts in a sandbox, pass@1",
+    ),
+    "alfworld": (
+        "reinagent.benchmarks.alfworld",
+        "ALFWorld",
+        ("react", "alfworld-expert"),
+        "134 unseen household text games, success = info['won']",
+    ),
+}
+
+
+def benchmark_names() -> list[str]:
+    return list(REGISTRY)
+
+
+def agent_names(benchmark: str) -> tuple[str, ...]:
+    return REGISTRY[benchmark][2]
+
+
+def make(name: str) -> Benchmark:
+    """The benchmark called `name` (or its versioned id, e.g. `hotpotqa-v1`)."""
+    base = name.rsplit("-v", 1)[0] if name not in REGISTRY else name
+    if base not in REGISTRY:
+        raise ConfigError(f"unknown benchmark {name!r}; valid: {choices(REGISTRY)}")
+    module, cls, _, _ = REGISTRY[base]
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise ConfigError(f"benchmark {base!r} is not available: {err}") from None
+    return getattr(mod, cls)()
+
+
+__all__ = ["REGISTRY", "Benchmark", "Task", "agent_names", "benchmark_names", "make"]

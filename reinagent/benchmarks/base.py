@@ -1,0 +1,66 @@
+"""What a benchmark provides: tasks, an environment per task, agents, an evaluator."""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from reinagent.env import Env
+from reinagent.records import Evaluation, Trajectory
+
+if TYPE_CHECKING:
+    from reinagent.agents.base import Agent
+    from reinagent.config import RunConfig
+
+
+class Task(BaseModel):
+    """One benchmark item. Benchmarks subclass it with their own typed fields."""
+
+    model_config = ConfigDict(frozen=True)
+    task_id: str
+
+
+class Benchmark(abc.ABC):
+    """A registered benchmark. Subclasses set the class attributes and implement the methods."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "v1"  # the registry id is f"{name}-{version}"
+    description: ClassVar[str] = ""
+    agents: ClassVar[tuple[str, ...]]
+    default_agent: ClassVar[str]
+    splits: ClassVar[tuple[str, ...]]
+    default_split: ClassVar[str]
+    #: a worked example of a failed attempt and its reflection, for the Reflector's prompt
+    reflection_examples: ClassVar[str] = ""
+
+    @property
+    def env_id(self) -> str:
+        return f"{self.name}-{self.version}"
+
+    @abc.abstractmethod
+    def load_tasks(self, split: str) -> list[Task]:
+        """All tasks of a split, in file order."""
+
+    @abc.abstractmethod
+    def make_env(self, task: Task, config: RunConfig) -> Env:
+        """A fresh environment for one episode of `task`."""
+
+    @abc.abstractmethod
+    def make_agent(self, name: str, config: RunConfig) -> Agent:
+        """The agent called `name` (one of `agents`)."""
+
+    @abc.abstractmethod
+    async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
+        """Decide success. Runs after the episode; may run hidden tests."""
+
+    def check_config(self, config: RunConfig) -> None:  # noqa: B027
+        """Raise ConfigError for settings this benchmark cannot run (checked before any work)."""
+
+    def settings(self) -> dict[str, Any]:
+        """Facts about the setting worth recording in the run spec (e.g. docstore kind)."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027
+        """Release shared resources (worker pools)."""

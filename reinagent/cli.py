@@ -1,0 +1,149 @@
+"""The `reinagent` console script: run, resume, report, list, and the verbs other modules add.
+
+Importing this module must stay cheap: no torch, transformers or litellm until a verb needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+from reinagent.errors import ReinagentError
+
+# verb -> "module:attribute" of a click command, imported only when that verb is used
+LAZY_COMMANDS: dict[str, str] = {
+    "report": "reinagent.report.cli:report",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx, name):
+        if name in LAZY_COMMANDS:
+            module, attr = LAZY_COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="reinagent")
+def cli() -> None:
+    """Reflexion experiments: agents, trials, self-reflections, resumable runs and reports."""
+
+
+def run_options(fn):
+    options = [
+        click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
+        click.option("--benchmark", help="hotpotqa, humaneval, mbpp or alfworld (see `reinagent list`)."),
+        click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
+        click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
+        click.option("--split", help="Task file of the benchmark (default: the paper's)."),
+        click.option("--num-trials", type=int, help="Trials per task (default 3)."),
+        click.option("--num-envs", type=int, help="How many tasks, from the start of the split (default all)."),
+        click.option("--model", help="Actor model: local, local:PATH, scripted:FILE, PROVIDER/NAME."),
+        click.option("--reflector-model", help="Reflector model (default: --model)."),
+        click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
+        click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
+        click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
+        click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
+        click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
+        click.option("--temperature", type=float, help="Sampling temperature (default 0, greedy)."),
+        click.option("--seed", type=int, help="Seed for sampling."),
+        click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent writes (default 4)."),
+        click.option("--timeout-s", type=float, help="Programming: seconds per sandboxed execution."),
+        click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
+        click.option("--cache-dir", help="Where the response cache lives (default: user cache dir)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+@cli.command()
+@run_options
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def run(config_file, quiet, **flags) -> None:
+    """Start a new run."""
+    from reinagent.config import build_config
+    from reinagent.runner import run_experiment
+
+    config = build_config(config_file, **flags)
+    run_dir = run_experiment(config, progress=not quiet)
+    _print_done(run_dir)
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(file_okay=False))
+@click.option("--retry-errors", is_flag=True, help="Redo (task, trial)s that ended in an error.")
+@click.option("--num-trials", type=int, help="Extend the run to this many trials.")
+@click.option("--from-trial", type=int, help="Redo everything from this trial on.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def resume(run_dir, retry_errors, num_trials, from_trial, quiet) -> None:
+    """Continue a run exactly where it stopped."""
+    from reinagent.runner import resume_experiment
+
+    if num_trials is not None and num_trials <= 0:
+        raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
+    if from_trial is not None and from_trial <= 0:
+        raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
+    done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
+                             from_trial=from_trial, progress=not quiet)
+    _print_done(done)
+
+
+@cli.command(name="list")
+def list_() -> None:
+    """Benchmarks, agents, strategies and model backends."""
+    from reinagent.benchmarks import REGISTRY
+    from reinagent.llm import BACKENDS
+    from reinagent.strategy import ReflexionStrategy
+
+    click.echo("benchmarks (agents):")
+    for name, (_, _, agents, about) in REGISTRY.items():
+        click.echo(f"  {name:<10} {', '.join(agents):<36} {about}")
+    click.echo("strategies:")
+    for s in ReflexionStrategy:
+        click.echo(f"  {s.value}")
+    click.echo("model backends:")
+    for name, about in BACKENDS.items():
+        click.echo(f"  {name:<18} {about}")
+
+
+def _print_done(run_dir) -> None:
+    click.echo(f"run directory: {run_dir}")
+    click.echo(f"report:        reinagent report {run_dir}")
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except ReinagentError as err:
+        click.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except Exception as err:  # noqa: BLE001 - a bug: one line, the traceback only on request
+        if os.environ.get("REINAGENT_DEBUG"):
+            raise
+        from reinagent.redact import redact
+
+        click.echo(f"internal error: {redact(f'{type(err).__name__}: {err}')} "
+                   "(set REINAGENT_DEBUG=1 for the traceback)", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted: finished (task, trial)s are saved; continue with `reinagent resume DIR`", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

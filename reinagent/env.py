@@ -1,0 +1,62 @@
+"""A Gymnasium-style environment API, small enough to implement for any benchmark.
+
+`reset(seed=...) -> (observation, info)` and
+`step(action) -> (observation, reward, terminated, truncated, info)`; `truncated` is the step
+budget. Engines that block (a text game in a worker process, a sandboxed test run) set
+`blocking = True` and agents step them off the event loop with `astep`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from typing import Any
+
+StepResult = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class Env(abc.ABC):
+    blocking: bool = False
+
+    @abc.abstractmethod
+    def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def step(self, action: str) -> StepResult: ...
+
+    def close(self) -> None:  # noqa: B027 - most environments hold nothing
+        pass
+
+
+async def areset(env: Env, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+    if env.blocking:
+        return await asyncio.to_thread(env.reset, seed=seed)
+    return env.reset(seed=seed)
+
+
+async def astep(env: Env, action: str) -> StepResult:
+    if env.blocking:
+        return await asyncio.to_thread(env.step, action)
+    return env.step(action)
+
+
+async def aclose(env: Env) -> None:
+    if env.blocking:
+        await asyncio.to_thread(env.close)
+    else:
+        env.close()
+
+
+def check_env(env: Env, actions: list[str]) -> None:
+    """Gymnasium's env checker in miniature: the types every registered environment must return."""
+    obs, info = env.reset(seed=0)
+    assert isinstance(obs, str) and isinstance(info, dict), "reset must return (str, dict)"
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert isinstance(obs, str), "observation must be text"
+        assert isinstance(reward, (int, float)), "reward must be a number"
+        assert isinstance(terminated, bool) and isinstance(truncated, bool)
+        assert isinstance(info, dict)
+        if terminated or truncated:
+            break
+    env.close()

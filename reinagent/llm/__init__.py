@@ -1,0 +1,81 @@
+"""Model backends behind one async interface, chosen by a model string.
+
+    local               the embedded SmolLM2-135M-Instruct (transformers, CPU or GPU)
+    local:PATH          any local Hugging Face model directory or GGUF file
+    scripted:FILE       replies from a file (tests, demos)
+    PROVIDER/NAME       any litellm model string (openai/gpt-4o-mini, anthropic/..., ollama/...)
+    openai/NAME + --base-url URL   any OpenAI-compatible server (vLLM, llama.cpp, a proxy)
+
+Heavy libraries (torch, transformers, litellm) are imported only when a backend is made.
+"""
+
+from __future__ import annotations
+
+from reinagent.errors import ConfigError
+from reinagent.llm.base import LLM, Completion, GenerationParams
+
+BACKENDS: dict[str, str] = {
+    "local": "embedded SmolLM2-135M-Instruct on transformers (local:PATH for any HF dir or GGUF)",
+    "scripted": "scripted:FILE, replies from a YAML/JSON/text file (no model)",
+    "openai-compatible": "openai/NAME with --base-url URL (vLLM, llama.cpp server, proxies)",
+    "litellm": "PROVIDER/NAME, any litellm model (openai/, anthropic/, gemini/, ollama/, ...)",
+}
+
+
+def backend_of(model: str, base_url: str | None = None) -> str:
+    """Which backend serves a model string; ConfigError naming the choices when none does."""
+    model = model.strip()
+    if model == "local" or model.startswith("local:"):
+        return "local"
+    if model.startswith("scripted:"):
+        return "scripted"
+    if base_url:
+        return "openai-compatible"
+    if "/" in model and not model.startswith("/"):
+        return "litellm"
+    raise ConfigError(
+        f"unknown model backend for {model!r}; valid: local, local:PATH, scripted:FILE, "
+        "PROVIDER/NAME (litellm, e.g. openai/gpt-4o-mini), or openai/NAME with --base-url URL"
+    )
+
+
+def make_llm(model: str, *, base_url: str | None = None, role: str = "actor") -> LLM:
+    """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`)."""
+    kind = backend_of(model, base_url)
+    if kind == "scripted":
+        from reinagent.llm.scripted import ScriptedLLM
+
+        return ScriptedLLM(model.split(":", 1)[1], role=role)
+    if kind == "local":
+        from reinagent.llm.local import LocalLLM
+
+        path = model.split(":", 1)[1] if ":" in model else None
+        return LocalLLM(path)
+    if kind == "openai-compatible":
+        from reinagent.llm.openai_compat import OpenAICompatLLM
+
+        return OpenAICompatLLM(model, base_url=base_url)
+    from reinagent.llm.litellm_backend import LiteLLM
+
+    return LiteLLM(model)
+
+
+def check_credentials(model: str, base_url: str | None = None) -> None:
+    """Fail before any work starts when a hosted model's API key is missing."""
+    if backend_of(model, base_url) != "litellm":
+        return
+    import litellm
+
+    try:
+        env = litellm.validate_environment(model=model)
+    except Exception:  # noqa: BLE001 - unknown providers: let the first call tell
+        return
+    missing = env.get("missing_keys") or []
+    if missing:
+        raise ConfigError(
+            f"model {model!r} needs the environment variable(s) {', '.join(missing)}; "
+            "set them (the value is never written to logs or run directories)"
+        )
+
+
+__all__ = ["BACKENDS", "LLM", "Completion", "GenerationParams", "backend_of", "check_credentials", "make_llm"]

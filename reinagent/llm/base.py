@@ -1,0 +1,86 @@
+"""The one async interface every model backend implements."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reinagent.records import Message, ModelCall, Role
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Sampling parameters of one request; part of the response-cache key."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    top_p: float | None = None
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass
+class Completion:
+    """A model's answer to one request, with what it cost."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+    cached: bool = False
+    model: str = ""
+    finish_reason: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def to_call(self, role: Role) -> ModelCall:
+        return ModelCall(
+            role=role,
+            model=self.model,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            latency_s=self.latency_s,
+            cost_usd=self.cost_usd,
+            cached=self.cached,
+        )
+
+
+class LLM(abc.ABC):
+    """A chat model. `name` is the model string as the user gave it (never a key)."""
+
+    name: str = ""
+    #: how many requests it makes sense to have in flight at once (the runner's default)
+    default_concurrency: int = 8
+
+    @abc.abstractmethod
+    async def generate(
+        self,
+        messages: Sequence[Message],
+        params: GenerationParams,
+        *,
+        rollout_id: str | None = None,
+    ) -> Completion:
+        """Complete the conversation. Raises ModelError when the call failed for good.
+
+        `rollout_id` names the (task, trial, attempt) that asks; only sampling backends and the
+        cache use it, so that repeated sampling stays replayable.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - most backends hold nothing
+        """Release connections, processes or model memory."""
+
+
+def strip_stop(text: str, stop: Sequence[str]) -> str:
+    """Cut `text` at the first stop string (servers that ignore `stop` still get cut here)."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            i = text.find(s)
+            if i != -1:
+                cut = min(cut, i)
+    return text[:cut]

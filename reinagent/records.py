@@ -1,0 +1,150 @@
+"""Typed records that flow between the parts of a run and into the run directory.
+
+Every record is a pydantic model so that a run directory read back years later is validated
+field by field; nothing downstream has to guess a dict's keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["actor", "reflector"]
+
+
+class Message(BaseModel):
+    """One chat message; `role` is system, user, assistant or tool."""
+
+    model_config = ConfigDict(frozen=True)
+    role: str
+    content: str
+
+
+class ModelCall(BaseModel):
+    """Usage of one model call, as recorded with the trial that made it."""
+
+    role: Role = "actor"
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+    cached: bool = False
+
+
+class Usage(BaseModel):
+    """Totals over a set of model calls (one role, one trial record, or a whole run)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cache_hits: int = 0
+
+    def add(self, call: ModelCall) -> None:
+        self.calls += 1
+        if call.cached:
+            # A cache hit costs nothing: it is counted as a hit, not as usage.
+            self.cache_hits += 1
+            return
+        self.prompt_tokens += call.prompt_tokens
+        self.completion_tokens += call.completion_tokens
+        self.cost_usd += call.cost_usd or 0.0
+        self.latency_s += call.latency_s
+
+    def merge(self, other: "Usage") -> None:
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cost_usd += other.cost_usd
+        self.latency_s += other.latency_s
+        self.cache_hits += other.cache_hits
+
+    @classmethod
+    def of(cls, calls: list[ModelCall]) -> "Usage":
+        usage = cls()
+        for call in calls:
+            usage.add(call)
+        return usage
+
+
+class Step(BaseModel):
+    """One agent step: a model output, the action parsed from it and what the environment said.
+
+    The prompt of the step is `Trajectory.messages[:prompt_len]`: storing the index instead of a
+    copy keeps a 50-step ALFWorld record linear in size while every prompt stays recoverable.
+    """
+
+    prompt_len: int
+    output: str
+    thought: str | None = None
+    action: str | None = None
+    observation: str | None = None
+    valid_action: bool = True
+
+
+class Trajectory(BaseModel):
+    """Everything one agent did in one trial of one task."""
+
+    messages: list[Message] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+    answer: str | None = None
+    end_reason: str = "unfinished"  # finished, step_budget, prompt_budget, loop, error, ...
+    calls: list[ModelCall] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    def prompt_of(self, step: Step) -> list[Message]:
+        return self.messages[: step.prompt_len]
+
+
+class Evaluation(BaseModel):
+    """What the benchmark's evaluator decided about a trajectory."""
+
+    success: bool
+    reward: float = 0.0
+    f1: float | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrialRecord(BaseModel):
+    """The durable record of one (task, trial): appended to records.jsonl as soon as it ends."""
+
+    task_id: str
+    trial: int
+    success: bool = False
+    reward: float = 0.0
+    f1: float | None = None
+    answer: str | None = None
+    trajectory: Trajectory = Field(default_factory=Trajectory)
+    reflection: str | None = None
+    reflection_calls: list[ModelCall] = Field(default_factory=list)
+    memory: list[str] = Field(default_factory=list)  # reflections shown to the actor this trial
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    @property
+    def calls(self) -> list[ModelCall]:
+        return [*self.trajectory.calls, *self.reflection_calls]
+
+    @property
+    def wall_s(self) -> float:
+        return max(0.0, self.finished_at - self.started_at)
+
+
+class RunSpec(BaseModel):
+    """Provenance of a run, written once when it starts: enough to reproduce or resume it."""
+
+    config: dict[str, Any]
+    task_ids: list[str]
+    created_at: float
+    reinagent_version: str
+    python_version: str
+    packages: dict[str, str] = Field(default_factory=dict)
+    git_commit: str | None = None
+    hostname: str | None = None
+    command: list[str] = Field(default_factory=list)
+    format_version: int = 1
