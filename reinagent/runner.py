@@ -235,8 +235,9 @@ async def _execute(exp: Experiment, records: list[TrialRecord], progress: bool) 
     return exp.store.run_dir
 
 
-def _experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], store: RunStore) -> Experiment:
-    actor, reflector_llm, llms = build_models(config)
+def _experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], store: RunStore,
+                models: tuple[LLM, LLM, list[LLM]]) -> Experiment:
+    actor, reflector_llm, llms = models
     reflector = Reflector(reflector_llm, bench.reflection_examples)
     agent = bench.make_agent(config.agent, config)
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
@@ -258,9 +259,10 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     config, bench, tasks = prepare(config)
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     config = config.model_copy(update={"run_dir": str(run_dir)})
+    models = build_models(config)  # cheap (models load on first use) and fails on bad input
     store = RunStore.create(run_dir, make_spec(config, tasks))
     print(f"run directory: {run_dir}", file=sys.stderr, flush=True)
-    return asyncio.run(_execute(_experiment(config, bench, tasks, store), [], progress))
+    return asyncio.run(_execute(_experiment(config, bench, tasks, store, models), [], progress))
 
 
 def resume_experiment(
@@ -284,7 +286,8 @@ def resume_experiment(
     if from_trial is not None:
         records = [r for r in records if r.trial < from_trial]
     print(f"resuming {run_dir}: {len(records)} finished (task, trial) records", file=sys.stderr)
-    return asyncio.run(_execute(_experiment(config, bench, tasks, store), records, progress))
+    models = build_models(config)
+    return asyncio.run(_execute(_experiment(config, bench, tasks, store, models), records, progress))
 
 
 def load_run(run_dir: str | Path) -> tuple[RunSpec, list[TrialRecord]]:

@@ -11,6 +11,8 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
 
 from __future__ import annotations
 
+import os
+
 from reinagent.errors import ConfigError
 from reinagent.llm.base import LLM, Completion, GenerationParams
 
@@ -29,7 +31,7 @@ def backend_of(model: str, base_url: str | None = None) -> str:
         return "local"
     if model.startswith("scripted:"):
         return "scripted"
-    if base_url:
+    if base_url and (model.startswith("openai/") or "/" not in model):
         return "openai-compatible"
     if "/" in model and not model.startswith("/"):
         return "litellm"
@@ -45,7 +47,7 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor") ->
     if kind == "scripted":
         from reinagent.llm.scripted import ScriptedLLM
 
-        return ScriptedLLM(model.split(":", 1)[1], role=role)
+        return ScriptedLLM(model.split(":", 1)[1])
     if kind == "local":
         from reinagent.llm.local import LocalLLM
 
@@ -57,15 +59,27 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor") ->
         return OpenAICompatLLM(model, base_url=base_url)
     from reinagent.llm.litellm_backend import LiteLLM
 
-    return LiteLLM(model)
+    return LiteLLM(model, api_base=base_url)
+
+
+def import_litellm():
+    """litellm, imported offline-safe: its price list comes from the installed package, not
+    from a download at import time (which would stall for seconds on a machine without network)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
 
 
 def check_credentials(model: str, base_url: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
     if backend_of(model, base_url) != "litellm":
         return
-    import litellm
-
+    # An empty variable is as good as a missing one.
+    for name in [k for k, v in os.environ.items() if v == "" and k.endswith(("_KEY", "_TOKEN"))]:
+        del os.environ[name]
+    litellm = import_litellm()
     try:
         env = litellm.validate_environment(model=model)
     except Exception:  # noqa: BLE001 - unknown providers: let the first call tell

@@ -3,13 +3,13 @@
 The file (YAML or JSON) holds rules, tried in order; the first whose `when` regex is found in the
 conversation (all messages joined) answers. A rule's `reply` is a text, or a list of texts indexed
 by how many assistant turns the conversation already has (the step number), the last one repeating.
-Rules may be restricted to the actor or the reflector with `role`. `default` answers otherwise.
+`default` answers otherwise. (Actor and reflector share one instance when they name the same
+file, so rules tell the roles apart by the prompt: the Reflector's says "Your failed attempt".)
 
     rules:
       - when: "Question: Who wrote"
         reply: ["Thought: I should search.\nAction: Search[Hamlet]", "Action: Finish[Shakespeare]"]
-      - when: "lessons"
-        role: reflector
+      - when: "Your failed attempt"
         reply: "I answered too fast; next time I will check the date."
     default: "Action: Finish[unknown]"
 
@@ -32,9 +32,8 @@ from reinagent.records import Message
 class ScriptedLLM(LLM):
     default_concurrency = 32
 
-    def __init__(self, path: str, *, role: str = "actor", latency_s: float = 0.0):
+    def __init__(self, path: str, *, latency_s: float = 0.0):
         self.name = f"scripted:{path}"
-        self.role = role
         self.latency_s = latency_s
         self.rules, self.default = _load(Path(path))
 
@@ -63,8 +62,6 @@ class ScriptedLLM(LLM):
         conversation = "\n".join(m.content for m in messages)
         step = sum(1 for m in messages if m.role == "assistant")
         for rule in self.rules:
-            if rule["role"] not in (None, self.role):
-                continue
             if rule["when"].search(conversation):
                 replies = rule["reply"]
                 return replies[min(step, len(replies) - 1)]
@@ -97,5 +94,5 @@ def _load(path: Path) -> tuple[list[dict], str]:
             when = re.compile(str(raw.get("when", "")), re.S)
         except re.error as err:
             raise ConfigError(f"{path}: rule {i + 1} has a bad regex: {err}") from None
-        rules.append({"when": when, "reply": replies or [""], "role": raw.get("role")})
+        rules.append({"when": when, "reply": replies or [""]})
     return rules, str(data.get("default", ""))

@@ -1,0 +1,60 @@
+"""Any litellm model string: openai/gpt-4o-mini, anthropic/claude-..., gemini/..., ollama/...."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.retry import RetryPolicy
+from reinagent.records import Message
+
+
+class LiteLLM(LLM):
+    default_concurrency = 16
+
+    def __init__(self, model: str, *, api_base: str | None = None, timeout_s: float = 120.0,
+                 retry: RetryPolicy | None = None):
+        self.name = model
+        self.api_base = api_base
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+
+    async def generate(
+        self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
+    ) -> Completion:
+        from reinagent.llm import import_litellm
+
+        litellm = import_litellm()
+        kwargs = {
+            "model": self.name,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "timeout": self.timeout_s,
+            "num_retries": 0,  # tenacity retries, honouring Retry-After
+        }
+        if params.stop:
+            kwargs["stop"] = list(params.stop[:4])
+        if params.top_p is not None:
+            kwargs["top_p"] = params.top_p
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        start = time.perf_counter()
+        response, attempts = await self.retry.call(lambda: litellm.acompletion(**kwargs), what=f"model {self.name}")
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # noqa: BLE001 - models without a price entry
+            cost = None
+        return Completion(
+            text=strip_stop(choice.message.content or "", params.stop),
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            latency_s=time.perf_counter() - start,
+            cost_usd=cost,
+            model=self.name,
+            finish_reason=getattr(choice, "finish_reason", None),
+            extra={"attempts": attempts} if attempts > 1 else {},
+        )

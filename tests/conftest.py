@@ -1,0 +1,45 @@
+"""Shared fixtures: scripted model files, the real CLI in a subprocess, a loopback server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "reinagent.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch):
+    # Retries wait milliseconds in tests. (Tests that count model calls pass --no-cache or a
+    # private --cache-dir; REINAGENT_CACHE_DIR also holds the converted embedded model.)
+    monkeypatch.setenv("REINAGENT_RETRY_INITIAL_S", "0.01")
+    monkeypatch.setenv("REINAGENT_RETRY_MAX_S", "0.2")
+
+
+def write_script(path: Path, rules: list[dict], default: str = "Thought: guess.\nAction: Finish[wrong]") -> str:
+    path.write_text(yaml.safe_dump({"rules": rules, "default": default}, allow_unicode=True))
+    return f"scripted:{path}"
+
+
+@pytest.fixture
+def script(tmp_path):
+    """Write a scripted-model file and return its model string."""
+    counter = iter(range(1000))
+
+    def make(rules: list[dict], default: str = "Thought: guess.\nAction: Finish[wrong]") -> str:
+        return write_script(tmp_path / f"script{next(counter)}.yaml", rules, default)
+
+    return make
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd or ROOT
+    )

@@ -1,0 +1,106 @@
+"""The CLI contract: verbs, one-line errors naming the valid choices, the JSON report keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--benchmark", "webshop"], ["unknown benchmark 'webshop'", "hotpotqa", "alfworld"]),
+        (["--agent", "reflexion-bot"], ["unknown agent 'reflexion-bot'", "react", "cot-context", "cot-no-context"]),
+        (["--strategy", "always"], ["unknown strategy 'always'", "none", "last_attempt", "last_attempt_and_reflexion"]),
+        (["--model", "gpt4"], ["unknown model backend", "local", "scripted:FILE", "--base-url"]),
+        (["--num-trials", "0"], ["num_trials", "greater than 0"]),
+        (["--num-envs", "-3"], ["num_envs", "greater than 0"]),
+        (["--split", "test"], ["unknown split 'test'", "hard100"]),
+        (["--agent", "react", "--split", "dev-qa7405"], ["no paragraphs"]),
+        (["--model", "scripted:/nonexistent.yaml"], ["does not exist"]),
+    ],
+)
+def test_bad_run_input(tmp_path, args, needles):
+    proc = run_cli("run", "--run-dir", str(tmp_path / "r"), "--num-envs", "1", *args)
+    _one_line_error(proc, *needles)
+    assert not (tmp_path / "r").exists(), "no run directory for a run that never started"
+
+
+def test_malformed_yaml(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("benchmark: hotpotqa\nstrategy: [reflexion\n")
+    _one_line_error(run_cli("run", "--config", str(bad)), "malformed YAML", "bad.yaml", "line")
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("benchmark: hotpotqa\nnum_trails: 3\n")
+    _one_line_error(run_cli("run", "--config", str(unknown)), "unknown setting 'num_trails'", "num_trials")
+
+
+def test_missing_api_key_reported_before_work(tmp_path):
+    env = {"ANTHROPIC_API_KEY": ""}
+    proc = run_cli("run", "--model", "anthropic/claude-3-5-haiku-latest", "--run-dir", str(tmp_path / "r"), env=env)
+    _one_line_error(proc, "ANTHROPIC_API_KEY")
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_errors(tmp_path):
+    _one_line_error(run_cli("resume", str(tmp_path / "nope")), "does not exist")
+    (tmp_path / "empty").mkdir()
+    _one_line_error(run_cli("resume", str(tmp_path / "empty")), "not a reinagent run directory")
+
+
+def test_corrupt_record_file_names_the_line(tmp_path, script):
+    model = script([], default="Thought: x\nAction: Finish[wrong]")
+    run_dir = tmp_path / "r"
+    assert run_cli("run", "--num-envs", "2", "--num-trials", "2", "--model", model, "--run-dir", str(run_dir),
+                   "--quiet").returncode == 0
+    path = run_dir / "records.jsonl"
+    lines = path.read_text().splitlines()
+    lines[1] = '{"task_id": "x", "trial": "not a number"'
+    path.write_text("\n".join(lines) + "\n")
+    _one_line_error(run_cli("resume", str(run_dir)), "corrupt record file", "line 2")
+    _one_line_error(run_cli("report", str(run_dir)), "line 2")
+
+
+def test_json_report_keys(tmp_path, script):
+    model = script([{"when": "Your failed attempt", "reply": "Check the paragraph."},
+                    {"when": "Check the paragraph", "reply": "Action: Finish[Gesellschaft mit beschränkter Haftung]"}],
+                   default="Thought: x\nAction: Finish[wrong]")
+    run_dir = tmp_path / "r"
+    assert run_cli("run", "--num-envs", "1", "--num-trials", "4", "--model", model, "--run-dir", str(run_dir),
+                   "--quiet").returncode == 0
+    proc = run_cli("report", str(run_dir), "--format", "json")
+    report = json.loads(proc.stdout)
+    for key in ("benchmark", "agent", "strategy", "num_tasks", "trials", "usage", "errors"):
+        assert key in report
+    assert (report["benchmark"], report["agent"], report["strategy"]) == ("hotpotqa", "cot-context", "reflexion")
+    assert report["num_tasks"] == 1
+    assert [t["trial"] for t in report["trials"]] == [1, 2, 3, 4]  # every trial, even with nothing attempted
+    assert [t["attempted"] for t in report["trials"]] == [1, 1, 0, 0]
+    assert [t["solved"] for t in report["trials"]] == [0, 1, 0, 0]
+    assert [t["solved_cumulative"] for t in report["trials"]] == [0, 1, 1, 1]
+    assert set(report["usage"]) >= {"calls", "prompt_tokens", "completion_tokens", "cost_usd"}
+    assert report["usage"]["calls"] == 3  # actor + reflector in trial 1, actor in trial 2
+    assert report["errors"] == []
+    md = run_cli("report", str(run_dir)).stdout
+    assert "| trial |" in md
+
+
+def test_list_and_help():
+    proc = run_cli("list")
+    assert proc.returncode == 0
+    for word in ("hotpotqa", "humaneval", "mbpp", "alfworld", "last_attempt_and_reflexion", "scripted", "litellm"):
+        assert word in proc.stdout
+    assert run_cli("--help").returncode == 0
