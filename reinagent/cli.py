@@ -16,6 +16,8 @@ from reinagent.errors import ReinagentError
 # verb -> "module:attribute" of a click command, imported only when that verb is used
 LAZY_COMMANDS: dict[str, str] = {
     "report": "reinagent.report.cli:report",
+    "distil": "reinagent.distil.cli:distil",
+    "check-solutions": "reinagent.programming.check:check_solutions",
 }
 
 
@@ -49,6 +51,7 @@ def run_options(fn):
         click.option("--reflector-model", help="Reflector model (default: --model)."),
         click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
         click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
+        click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
         click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
         click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
         click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
@@ -58,7 +61,7 @@ def run_options(fn):
         click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent writes (default 4)."),
         click.option("--timeout-s", type=float, help="Programming: seconds per sandboxed execution."),
         click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
-        click.option("--cache-dir", help="Where the response cache lives (default: user cache dir)."),
+        click.option("--cache-dir", help="Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),
     ]
     for option in reversed(options):
         fn = option(fn)

@@ -26,6 +26,7 @@ class RunConfig(BaseModel):
     reflector_model: str | None = None  # None: same as model
     base_url: str | None = None
     max_concurrency: int | None = Field(default=None, gt=0)  # None: the backend's default
+    max_model_concurrency: int | None = Field(default=None, gt=0)  # None: no cap beyond max_concurrency
     run_dir: str | None = None
     memory_size: int = Field(default=3, ge=0)  # reflections shown to the actor
     max_steps: int | None = Field(default=None, gt=0)  # None: the agent's default

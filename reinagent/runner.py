@@ -147,7 +147,7 @@ async def _run_trial(exp, trial, pending, memories, done, limit, progress) -> li
         async with limit:
             memory = memories.get(task.task_id) or EpisodicMemory(window=exp.config.memory_size)
             rec = await run_episode(exp, task, trial, memory, done.get((task.task_id, trial - 1)))
-        exp.store.append(rec)
+        await exp.store.append_async(rec)  # durable before the trial counts it done
         if bar is not None:
             bar.update(1)
         return rec
@@ -254,6 +254,18 @@ def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
     return config, bench, select_tasks(bench, config)
 
 
+def run_sync(coro):
+    """asyncio.run, also from inside a running event loop (Jupyter): then in a worker thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     """Start a new run; returns its directory."""
     config, bench, tasks = prepare(config)
@@ -262,7 +274,7 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     models = build_models(config)  # cheap (models load on first use) and fails on bad input
     store = RunStore.create(run_dir, make_spec(config, tasks))
     print(f"run directory: {run_dir}", file=sys.stderr, flush=True)
-    return asyncio.run(_execute(_experiment(config, bench, tasks, store, models), [], progress))
+    return run_sync(_execute(_experiment(config, bench, tasks, store, models), [], progress))
 
 
 def resume_experiment(
@@ -287,7 +299,7 @@ def resume_experiment(
         records = [r for r in records if r.trial < from_trial]
     print(f"resuming {run_dir}: {len(records)} finished (task, trial) records", file=sys.stderr)
     models = build_models(config)
-    return asyncio.run(_execute(_experiment(config, bench, tasks, store, models), records, progress))
+    return run_sync(_execute(_experiment(config, bench, tasks, store, models), records, progress))
 
 
 def load_run(run_dir: str | Path) -> tuple[RunSpec, list[TrialRecord]]:

@@ -80,7 +80,11 @@ class RunStore:
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one writer (write + fsync) at a time
+        self._queue_lock = threading.Lock()  # guards the group-commit queue below
+        self._queued: list[str] = []
+        self._enqueued = 0  # lines ever queued
+        self._durable = 0  # lines written and fsynced
 
     @classmethod
     def create(cls, run_dir: Path, spec: RunSpec) -> "RunStore":
@@ -120,6 +124,37 @@ class RunStore:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
+
+    async def append_async(self, record: TrialRecord) -> None:
+        """`append` for coroutines: returns once the record is durable, without blocking the event
+        loop. Records that finish together share one write and one fsync (group commit): an fsync
+        takes ~10 ms on a virtual disk, and 100 episodes ending at once must not queue 100 of them."""
+        import asyncio
+
+        line = record.model_dump_json() + "\n"
+        with self._queue_lock:  # queued here, on the loop, so the first writer takes every line
+            self._queued.append(line)
+            self._enqueued += 1
+            ticket = self._enqueued
+        await asyncio.to_thread(self._commit, ticket)
+
+    def _commit(self, ticket: int) -> None:
+        with self._lock:
+            if self._durable >= ticket:
+                return  # an earlier writer's batch carried this line
+            with self._queue_lock:
+                lines, self._queued = self._queued, []
+                upto = self._enqueued
+            try:
+                with open(self.run_dir / RECORDS, "a", encoding="utf-8") as fh:
+                    fh.write("".join(lines))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except BaseException:
+                with self._queue_lock:  # not durable: the next writer tries these lines again
+                    self._queued[:0] = lines
+                raise
+            self._durable = upto
 
     def write_json(self, name: str, data: object) -> None:
         atomic_write(self.run_dir / name, json.dumps(data, indent=2, default=str))

@@ -29,6 +29,12 @@ def default_reply(messages: list[dict[str, Any]]) -> str:
     return "Thought: I will answer directly.\nAction: Finish[unknown]"
 
 
+class _Server(ThreadingHTTPServer):
+    # 100 episodes connect at once; the default listen backlog of 5 drops their SYNs, and each
+    # dropped one waits a full second to retry: a delay real servers (backlog 2048) do not have.
+    request_queue_size = 1024
+
+
 class FakeOpenAIServer:
     def __init__(self, *, latency_s: float = 0.0, reply: Reply = default_reply,
                  faults: Faults | None = None, fault_when: Callable[[dict[str, Any]], str | None] | None = None,
@@ -41,7 +47,7 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, 0), self._handler())
+        self._server = _Server((host, 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -1,64 +1,144 @@
-"""Any OpenAI-compatible server (vLLM, llama.cpp server, a proxy): `--model openai/NAME --base-url URL`."""
+"""Any OpenAI-compatible server (vLLM, llama.cpp server, a proxy): `--model openai/NAME --base-url URL`.
+
+Requests go out over aiohttp rather than the openai SDK. The SDK's httpx/httpcore stack spends
+about 7 ms of CPU per request with 100 requests in flight (its connection pool rescans every
+connection for every request event), which at 100 episodes made the framework, not the model,
+the bottleneck; aiohttp spends about 0.2 ms. The wire format used is the stable core of
+`POST /chat/completions`.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
 
 from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
 from reinagent.llm.retry import RetryPolicy
 from reinagent.records import Message
 
 
+class HTTPStatusError(Exception):
+    """A non-2xx answer. `status_code` and `response.headers` are what retry.py reads to decide
+    whether to retry and how long the server asked us to wait (Retry-After)."""
+
+    def __init__(self, status_code: int, message: str, headers: Mapping[str, str]):
+        super().__init__(f"HTTP {status_code}: {message}")
+        self.status_code = status_code
+        self.response = _Response(headers)
+
+
+class _Response:
+    def __init__(self, headers: Mapping[str, str]):
+        self.headers = headers
+        self.status_code: int | None = None
+
+
+class ServerConnectionError(ConnectionError):
+    """The connection failed or dropped mid-request (transient: retried)."""
+
+
 class OpenAICompatLLM(LLM):
     default_concurrency = 16
 
     def __init__(self, model: str, *, base_url: str, timeout_s: float = 120.0, retry: RetryPolicy | None = None):
-        from openai import AsyncOpenAI
-
         self.name = model
         self.served_name = model.split("/", 1)[1] if model.startswith("openai/") else model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
-        # The SDK's own retries are off: tenacity retries, so Retry-After and the count are ours.
-        self.client = AsyncOpenAI(
-            base_url=base_url,
-            api_key=os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            max_retries=0,
-            timeout=timeout_s,
-        )
+        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._headers = {"Content-Type": "application/json"}
+        if not urlsplit(base_url).username:  # user:password@ in the URL is aiohttp's basic auth
+            self._headers["Authorization"] = f"Bearer {key}"
+        # A session belongs to the event loop it was made in, so it is made on first use.
+        self._session: Any = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
 
-    async def generate(
-        self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
-    ) -> Completion:
-        kwargs = {
+    def _payload(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
+        payload: dict[str, Any] = {
             "model": self.served_name,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "max_tokens": params.max_tokens,
             "temperature": params.temperature,
         }
         if params.stop:
-            kwargs["stop"] = list(params.stop[:4])  # the OpenAI API takes at most 4
+            payload["stop"] = list(params.stop[:4])  # the OpenAI API takes at most 4
         if params.top_p is not None:
-            kwargs["top_p"] = params.top_p
+            payload["top_p"] = params.top_p
         if params.seed is not None and not params.greedy:
-            kwargs["seed"] = params.seed
+            payload["seed"] = params.seed
+        return payload
+
+    async def generate(
+        self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
+    ) -> Completion:
+        payload = self._payload(messages, params)
         start = time.perf_counter()
-        response, attempts = await self.retry.call(
-            lambda: self.client.chat.completions.create(**kwargs), what=f"model {self.name}"
-        )
-        choice = response.choices[0]
-        usage = response.usage
+        body, attempts = await self.retry.call(lambda: self._post(payload), what=f"model {self.name}")
+        choices = body.get("choices") or []
+        if not choices:  # some servers answer 200 with an error object
+            from reinagent.errors import ModelError
+
+            raise ModelError(f"model {self.name} returned no choices: {str(body.get('error', body))[:300]}")
+        choice = choices[0]
+        usage = body.get("usage") or {}
         return Completion(
-            text=strip_stop(choice.message.content or "", params.stop),
-            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            text=strip_stop((choice.get("message") or {}).get("content") or "", params.stop),
+            prompt_tokens=usage.get("prompt_tokens") or 0,
+            completion_tokens=usage.get("completion_tokens") or 0,
             latency_s=time.perf_counter() - start,
             cost_usd=None,  # a self-hosted server has no price list
             model=self.name,
-            finish_reason=choice.finish_reason,
+            finish_reason=choice.get("finish_reason"),
             extra={"attempts": attempts} if attempts > 1 else {},
         )
 
+    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        import aiohttp
+
+        session = self._client()
+        try:
+            async with session.post(self.url, json=payload, headers=self._headers) as response:
+                if response.status >= 400:
+                    text = await response.text()
+                    raise HTTPStatusError(response.status, _error_message(text), response.headers)
+                return json.loads(await response.read())  # not .json(): it sniffs the charset per call
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as err:
+            raise ServerConnectionError(f"{type(err).__name__}: {err}") from None
+
+    def _client(self) -> Any:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session_loop is not loop or self._session.closed:
+            # limit=0: no cap on connections here; --max-model-concurrency is the cap.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            )
+            self._session_loop = loop
+        return self._session
+
     async def aclose(self) -> None:
-        await self.client.close()
+        session, self._session = self._session, None
+        if session is not None and not session.closed and self._session_loop is asyncio.get_running_loop():
+            await session.close()
+
+
+def _error_message(text: str) -> str:
+    """The server's own error message when it sent the OpenAI error shape, else the body's start."""
+    try:
+        data = json.loads(text)
+        error = data.get("error") if isinstance(data, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+        if isinstance(error, str):
+            return error[:500]
+    except ValueError:
+        pass
+    return text[:500]

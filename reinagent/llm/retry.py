@@ -37,7 +37,8 @@ def is_transient(exc: BaseException) -> bool:
     import httpx
     import openai
 
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, httpx.TransportError, TimeoutError)):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, httpx.TransportError, TimeoutError,
+                        ConnectionError)):
         return True
     status = status_of(exc)
     if status is not None:

@@ -1,16 +1,67 @@
-"""The model a run uses: the raw backend wrapped in the run's cross-cutting layers."""
+"""The model a run uses: the raw backend wrapped in the run's cross-cutting layers.
+
+    CachedLLM(LimitedLLM(backend))
+
+The cache is outermost so that a hit never waits for a slot under the per-model limit.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reinagent.llm import make_llm
+from reinagent.llm import backend_of, make_llm
 from reinagent.llm.base import LLM
 
 if TYPE_CHECKING:
     from reinagent.config import RunConfig
+    from reinagent.llm.cache import ResponseStore
+
+# Scripted models are not cached: they cost nothing, and their rule files are edited between
+# runs, so a cache would replay replies the file no longer gives.
+UNCACHED_BACKENDS = frozenset({"scripted"})
+
+
+def response_cache_dir(config: RunConfig) -> Path:
+    """--cache-dir, else $REINAGENT_CACHE_DIR/responses, else ~/.cache/reinagent/responses."""
+    from reinagent.paths import cache_root
+
+    return Path(config.cache_dir).expanduser() if config.cache_dir else cache_root() / "responses"
 
 
 def build_llm(model: str, config: RunConfig, *, role: str = "actor") -> LLM:
     """Backend for `model` as configured for this run."""
-    return make_llm(model, base_url=config.base_url, role=role)
+    kind = backend_of(model, config.base_url)
+    backend = make_llm(model, base_url=config.base_url, role=role)
+    llm = backend
+    if config.max_model_concurrency:
+        from reinagent.llm.limit import LimitedLLM
+
+        llm = LimitedLLM(llm, config.max_model_concurrency)
+    if config.cache and kind not in UNCACHED_BACKENDS:
+        from reinagent.llm.cache import CachedLLM, model_identity
+
+        store = open_store(config)
+        if store is not None:
+            weights = getattr(backend, "source", None) if kind == "local" else None  # the file or folder loaded
+            llm = CachedLLM(llm, store, model_identity(model, config.base_url, weights))
+    return llm
+
+
+def open_store(config: RunConfig) -> ResponseStore | None:
+    """The run's response store. A --cache-dir that cannot be used is the user's to fix (an
+    error); the default one failing (a read-only home) only costs the savings (a warning)."""
+    import sqlite3
+
+    from reinagent.errors import ConfigError
+    from reinagent.llm.cache import ResponseStore
+
+    directory = response_cache_dir(config)
+    try:
+        return ResponseStore(directory)
+    except (OSError, sqlite3.Error) as err:
+        if config.cache_dir:
+            raise ConfigError(f"cannot use --cache-dir {directory}: {err} (or run with --no-cache)") from None
+        print(f"warning: response cache {directory} unusable ({err}); running without it", file=sys.stderr)
+        return None
