@@ -1,0 +1,123 @@
+"""The Reflexion programming agent (HumanEval, MBPP).
+
+One trial = one implementation, as in the paper: the model writes a few unit tests of its own
+from the problem statement, then an implementation (with the memory its strategy allows); the
+implementation runs against those internal tests in the sandbox, and their outcome is the
+feedback that the Reflector and LAST_ATTEMPT see. The hidden tests are the benchmark's business
+(`evaluate`) and never reach this agent.
+
+Under greedy decoding the test prompt carries no memory, so every trial writes the same tests
+(and the response cache answers it); the trajectory records them each time all the same.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from reinagent.agents.base import Actor, Agent
+from reinagent.benchmarks.base import Task
+from reinagent.env import Env, areset, astep
+from reinagent.llm.base import GenerationParams
+from reinagent.memory import MemoryView
+from reinagent.programming import prompts
+from reinagent.programming.extract import doctest_asserts, extract_code, extract_tests
+from reinagent.records import Message, Step, Trajectory
+
+DEFAULT_MAX_TOKENS = 768  # a function with helpers does not fit the framework-wide default of 256
+
+
+class CoderAgent(Agent):
+    name: ClassVar[str] = "coder"
+
+    def __init__(self, config):
+        explicit = "max_tokens" in config.model_fields_set
+        max_tokens = config.max_tokens if explicit else DEFAULT_MAX_TOKENS
+        self.num_tests = config.num_internal_tests
+        self.impl_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
+        self.test_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
+
+    # --- prompts ---------------------------------------------------------------------------------
+
+    def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
+        """The implementation prompt (it has no few-shot block, so `few_shot` changes nothing)."""
+        parts = [task.text]
+        block = memory.block()
+        if block:
+            parts.append(block)
+        parts.append(prompts.IMPLEMENT_INSTRUCTION.format(entry_point=task.entry_point))
+        return [
+            Message(role="system", content=prompts.IMPLEMENT_SYSTEM),
+            Message(role="user", content="\n\n".join(parts)),
+        ]
+
+    def tests_prompt(self, task) -> list[Message]:
+        instruction = prompts.TESTS_INSTRUCTION.format(n=self.num_tests, entry_point=task.entry_point)
+        user = f"{prompts.TESTS_EXAMPLE}\n\nThe function to test:\n{task.text}\n\n{instruction}"
+        return [Message(role="system", content=prompts.TESTS_SYSTEM), Message(role="user", content=user)]
+
+    # --- one trial -------------------------------------------------------------------------------
+
+    async def internal_tests(self, task, actor: Actor) -> tuple[list[str], dict]:
+        """The model's own tests; the prompt's doctest examples when it wrote none usable."""
+        messages = self.tests_prompt(task)
+        completion = await actor.complete(messages, self.test_params)
+        tests = extract_tests(completion.text, task.entry_point, self.num_tests)
+        source = "model"
+        if not tests:
+            tests = doctest_asserts(task.text, task.entry_point, self.num_tests)
+            source = "prompt examples" if tests else "none"
+        record = {
+            "messages": [m.model_dump() for m in [*messages, Message(role="assistant", content=completion.text)]],
+            "source": source,
+        }
+        return tests, record
+
+    async def run(self, task: Task, env: Env, memory: MemoryView, actor: Actor) -> Trajectory:
+        traj = actor.trajectory
+        await areset(env)
+        tests, generation = await self.internal_tests(task, actor)
+        set_tests = getattr(env, "set_internal_tests", None)
+        if set_tests is None:
+            raise TypeError(f"the coder agent needs a programming environment, got {type(env).__name__}")
+        set_tests(tests)
+
+        messages = self.prompt(task, memory)
+        traj.messages.extend(messages)
+        completion = await actor.complete(messages, self.impl_params)
+        traj.messages.append(Message(role="assistant", content=completion.text))
+        code = extract_code(completion.text, task.entry_point)
+        feedback, reward, _, _, info = await astep(env, code)
+        traj.steps.append(
+            Step(
+                prompt_len=len(messages),
+                output=completion.text,
+                action=code,
+                observation=feedback,
+                valid_action=info["syntax_error"] is None,
+            )
+        )
+        traj.answer = code
+        traj.end_reason = "finished" if info["syntax_error"] is None else "syntax_error"
+        traj.extra.update(
+            {
+                "implementation": code,
+                "internal_tests": tests,
+                "internal_tests_source": generation["source"],
+                "test_generation": generation["messages"],
+                "feedback": feedback,
+                "internal_pass_rate": reward,
+                "internal_result": info["result"],
+            }
+        )
+        return traj
+
+    def render_attempt(self, task: Task, trajectory: Trajectory) -> str:
+        """Task, code and internal-test feedback: what the Reflector and LAST_ATTEMPT are shown."""
+        code = trajectory.answer or trajectory.extra.get("implementation") or ""
+        feedback = trajectory.extra.get("feedback")
+        if feedback is None:
+            feedback = trajectory.steps[-1].observation if trajectory.steps else "The attempt produced no code."
+        parts = [f"Task:\n{getattr(task, 'text', '')}".rstrip()]
+        parts.append(f"Implementation:\n```python\n{code.rstrip()}\n```")
+        parts.append(f"Feedback from your own unit tests:\n{feedback}")
+        return "\n\n".join(parts)

@@ -1,0 +1,215 @@
+"""What HumanEval and MBPP share: the task record, the sandboxed test environment, the benchmark.
+
+The agent's own (internal) unit tests run in the environment and their outcome is the feedback
+the model sees. The benchmark's hidden tests run only in `evaluate` and are never rendered into
+any prompt: not into the feedback, not into `render_attempt`, not into the reflection examples.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from reinagent.benchmarks.base import Benchmark, Task
+from reinagent.env import Env, StepResult
+from reinagent.errors import ConfigError, choices
+from reinagent.programming import prompts
+from reinagent.programming.extract import syntax_error
+from reinagent.records import Evaluation, Trajectory
+from reinagent.sandbox import ExecJob, ExecResult, Sandbox
+
+if TYPE_CHECKING:
+    from reinagent.agents.base import Agent
+    from reinagent.config import RunConfig
+
+
+class ProgrammingTask(Task):
+    """One function to write. `text` is all the model is shown about it."""
+
+    text: str  # the problem as shown to the model
+    entry_point: str  # the function the hidden tests call
+    header: str = ""  # code the program starts with (HumanEval: the prompt, imports and helpers)
+    setup: str = ""  # imports the hidden tests need (MBPP's test_imports)
+    hidden_tests: tuple[str, ...] = ()
+    canonical: str = ""  # the reference solution, in check-solutions' `completion` format
+
+
+def build_program(task: ProgrammingTask, code: str) -> str:
+    """The program to execute: header + code.
+
+    For HumanEval the header is the prompt (signature and docstring, a valid function on its
+    own), so both a full re-definition of the function and a bare body continuation work.
+    """
+    header = task.header
+    if header and not header.endswith("\n"):
+        header += "\n"
+    setup = task.setup + "\n" if task.setup else ""
+    return setup + header + code
+
+
+def render_feedback(result: ExecResult | None, syntax: str | None) -> str:
+    """Internal test outcomes as the model sees them, in the Reflexion paper's style."""
+    if syntax is not None:
+        return f"The code does not parse: {syntax}"
+    if result is None:
+        return "No unit tests were run."
+    if result.reason == "syntax":
+        return f"The code does not parse: {result.message}"
+    if not result.tests:
+        return f"The code failed before any test ran ({result.reason}): {result.message}"
+    passed = [t.test for t in result.tests if t.ok]
+    failed = []
+    for t in result.tests:
+        if t.ok:
+            continue
+        if t.kind == "failed" and t.actual is not None:
+            failed.append(f"{t.test}  # output: {t.actual}")
+        elif t.kind == "not_run":
+            failed.append(f"{t.test}  # not run: an earlier test ended the program")
+        else:
+            failed.append(f"{t.test}  # {t.message}")
+    lines = [prompts.PASSED_HEADING, *passed] if passed else []
+    if failed:
+        lines += [prompts.FAILED_HEADING, *failed]
+    return "\n".join(lines)
+
+
+class ProgrammingEnv(Env):
+    """One episode of one task. `reset` shows the problem; `step(code)` runs the internal tests.
+
+    The agent hands over its own tests with `set_internal_tests` before stepping; the episode
+    ends after one implementation (a Reflexion trial is one implementation).
+    """
+
+    blocking = True  # sandboxed runs block: agents step this env off the event loop
+
+    def __init__(self, bench: ProgrammingBenchmark, task: ProgrammingTask, config: RunConfig):
+        self.bench, self.task, self.timeout_s = bench, task, config.timeout_s
+        self.internal_tests: list[str] = []
+
+    def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return self.task.text, {"entry_point": self.task.entry_point}
+
+    def set_internal_tests(self, tests: list[str]) -> None:
+        self.internal_tests = list(tests)
+
+    def _job(self, action: str) -> tuple[ExecJob | None, str | None]:
+        syntax = syntax_error(action)
+        if syntax is not None:
+            return None, syntax
+        return ExecJob(code=build_program(self.task, action), tests=self.internal_tests, timeout_s=self.timeout_s), None
+
+    def _outcome(self, result: ExecResult | None, syntax: str | None) -> StepResult:
+        passed = result.num_passed if result else 0
+        reward = passed / len(self.internal_tests) if self.internal_tests else float(bool(result and result.passed))
+        info = {"syntax_error": syntax, "result": result.model_dump() if result else None}
+        return render_feedback(result, syntax), reward, True, False, info
+
+    def step(self, action: str) -> StepResult:
+        job, syntax = self._job(action)
+        return self._outcome(self.bench.sandbox.run(job) if job else None, syntax)
+
+    # The async path (used by reinagent.env.astep): wait for a sandbox slot without a thread.
+    async def astep(self, action: str) -> StepResult:
+        job, syntax = self._job(action)
+        return self._outcome(await self.bench.sandbox.arun(job) if job else None, syntax)
+
+    async def areset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        return self.reset(seed=seed)
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class ProgrammingBenchmark(Benchmark):
+    """Shared by HumanEval and MBPP; subclasses load their tasks and say how tests are run."""
+
+    agents: ClassVar[tuple[str, ...]] = ("coder",)
+    default_agent: ClassVar[str] = "coder"
+    reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
+    id_prefix: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = Sandbox()
+        return self._sandbox
+
+    @sandbox.setter
+    def sandbox(self, sandbox: Sandbox) -> None:
+        """Use another sandbox (a different worker count or mode) for this benchmark."""
+        self._sandbox = sandbox
+
+    @abc.abstractmethod
+    def all_tasks(self) -> list[ProgrammingTask]:
+        """Every task of the data file, in file order."""
+
+    @abc.abstractmethod
+    def split_of(self, task: ProgrammingTask) -> str:
+        """The split a task belongs to (besides 'all')."""
+
+    def load_tasks(self, split: str) -> list[ProgrammingTask]:
+        if split not in self.splits:
+            raise ConfigError(f"unknown split {split!r} for {self.name}; valid: {choices(self.splits)}")
+        tasks = self.all_tasks()
+        return tasks if split == "all" else [t for t in tasks if self.split_of(t) == split]
+
+    def task_by_id(self) -> dict[str, ProgrammingTask]:
+        return {t.task_id: t for t in self.all_tasks()}
+
+    def canonical_id(self, raw: Any) -> str | None:
+        """A task id as users write it (`HumanEval/3`, `3`, `Mbpp/602`, `602`), or None."""
+        text = str(raw).strip()
+        tail = text.rsplit("/", 1)[-1]
+        if not tail.isdigit():
+            return None
+        candidate = f"{self.id_prefix}/{int(tail)}"
+        return candidate if candidate in self.task_by_id() else None
+
+    def hidden_job(self, task: ProgrammingTask, code: str, timeout_s: float) -> ExecJob:
+        return ExecJob(code=build_program(task, code), tests=list(task.hidden_tests), timeout_s=timeout_s,
+                       explain=False)
+
+    def make_env(self, task: Task, config: RunConfig) -> Env:
+        assert isinstance(task, ProgrammingTask)
+        return ProgrammingEnv(self, task, config)
+
+    def make_agent(self, name: str, config: RunConfig) -> Agent:
+        if name != "coder":
+            raise ConfigError(f"unknown agent {name!r} for {self.name}; valid: {choices(self.agents)}")
+        from reinagent.agents.coder import CoderAgent
+
+        return CoderAgent(config)
+
+    async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
+        assert isinstance(task, ProgrammingTask)
+        code = trajectory.answer or ""
+        syntax = syntax_error(code) if code.strip() else "no code in the model's reply"
+        if syntax is not None:
+            return Evaluation(success=False, reward=0.0, detail={"reason": "syntax", "message": syntax})
+        result = await self.sandbox.arun(self.hidden_job(task, code, config.timeout_s))
+        detail = {
+            "reason": result.reason,
+            "message": result.message,
+            "hidden_passed": result.num_passed,
+            "hidden_total": len(task.hidden_tests),
+            "duration_s": result.duration_s,
+        }
+        return Evaluation(success=result.passed, reward=float(result.passed), detail=detail)
+
+    def check_solutions(self, completions: dict[str, str], timeout_s: float = 10.0) -> dict[str, ExecResult]:
+        """Hidden tests for each (task id -> completion), in parallel across the worker pool."""
+        tasks = self.task_by_id()
+        ids = list(completions)
+        jobs = [self.hidden_job(tasks[i], completions[i], timeout_s) for i in ids]
+        return dict(zip(ids, self.sandbox.run_many(jobs)))
+
+    def settings(self) -> dict[str, Any]:
+        return {"sandbox": self.sandbox.description, "hidden_tests": "run once per trial, never shown"}
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()

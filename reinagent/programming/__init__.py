@@ -1,0 +1,1 @@
+"""Programming benchmarks' shared parts: code extraction, prompts, the check-solutions verb."""

@@ -1,0 +1,249 @@
+"""Start one sandboxed run, enforce its wall clock, clean up, and turn what it left into a verdict."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import math
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reinagent.errors import ConfigError, choices
+from reinagent.sandbox.modes import (
+    UIDS,
+    Launch,
+    Mode,
+    bwrap_launch,
+    is_root,
+    kill_uid,
+    plain_launch,
+    warn_weak,
+)
+
+HARNESS = (Path(__file__).with_name("harness.py")).read_text(encoding="utf-8")
+READ_TAIL_BYTES = 256 << 10
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run resource limits. Memory is address space (RLIMIT_AS), so it is generous."""
+
+    memory_mb: int = 1024
+    file_mb: int = 16  # largest file (or output) the program may write
+    nproc: int = 32  # processes and threads of the run's uid
+    scratch_mb: int = 64  # size of the private /sandbox and /tmp under bubblewrap
+    grace_s: float = 3.0  # wall-clock allowance for start-up and teardown on top of timeout_s
+    output_chars: int = 2000  # tail of the output kept in the result
+
+
+def rlimits(limits: Limits, timeout_s: float, extra_nproc: int) -> dict[str, tuple[int, int]]:
+    """(soft, hard) per limit; the program cannot raise them again."""
+    cpu = math.ceil(timeout_s) + 1
+    return {
+        "RLIMIT_AS": (limits.memory_mb << 20,) * 2,
+        "RLIMIT_CPU": (cpu, cpu + 1),  # SIGXCPU at the soft limit tells "timeout" from a kill
+        "RLIMIT_FSIZE": (limits.file_mb << 20,) * 2,
+        "RLIMIT_NPROC": (limits.nproc + extra_nproc,) * 2,
+        "RLIMIT_CORE": (0, 0),
+    }
+
+
+def _launch(mode: Mode, limits: Limits, uid: int | None) -> Launch:
+    if mode is Mode.BWRAP:
+        return bwrap_launch(HARNESS, scratch_mb=limits.scratch_mb, uid=uid)
+    scratch = tempfile.mkdtemp(prefix="reinagent-sandbox-")
+    return plain_launch(HARNESS, scratch=scratch, uid=uid)
+
+
+def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str, Any]:
+    """Run `job` (an ExecJob as a dict) once; the ExecResult as a dict. Never raises for the
+    program's behaviour; a sandbox that cannot start gives reason 'sandbox_error'."""
+    uid = UIDS.fresh() if is_root() and mode is not Mode.RLIMITS else None
+    launch: Launch | None = None
+    clean = False  # the harness reported and exited: under bubblewrap nothing can be left
+    try:
+        launch = _launch(mode, limits, uid)
+        nonce = secrets.token_hex(16)
+        spec = {
+            "nonce": nonce,
+            "code": job["code"],
+            "tests": job["tests"],
+            "test_timeout_s": job.get("test_timeout_s") or job["timeout_s"],
+            "explain": job.get("explain", True),
+            "limits": rlimits(limits, job["timeout_s"], launch.extra_nproc),
+            "drop": launch.drop,
+        }
+        wall = job["timeout_s"] + limits.grace_s
+        with tempfile.TemporaryFile() as out:
+            start = time.monotonic()
+            proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=launch.env,
+                cwd=launch.cwd,
+                start_new_session=True,  # its own process group, killed as a whole
+                close_fds=True,
+            )
+            timed_out = False
+            try:
+                proc.communicate(marshal.dumps(spec), timeout=wall)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                proc.wait()
+            duration = time.monotonic() - start
+            text = _tail(out)
+        result = interpret(text, nonce, proc.returncode, timed_out, job, mode, limits)
+        result["duration_s"] = round(duration, 4)
+        clean = not timed_out and result.get("reported", False)
+        return result
+    except OSError as err:
+        return {"passed": False, "reason": "sandbox_error", "message": f"cannot start: {err}"}
+    finally:
+        if uid is not None and not (clean and mode is Mode.BWRAP):
+            # Escapees of the process group, orphans, a fork bomb's leftovers. Under bubblewrap
+            # the pid namespace dies with its first process, so a clean exit needs no sweep.
+            kill_uid(uid)
+        if launch is not None and launch.host_scratch:
+            shutil.rmtree(launch.host_scratch, ignore_errors=True)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(out) -> str:
+    out.seek(0, os.SEEK_END)
+    size = out.tell()
+    out.seek(max(0, size - READ_TAIL_BYTES))
+    return out.read().decode("utf-8", "replace")
+
+
+def _signal_of(returncode: int | None, mode: Mode) -> int | None:
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if mode is Mode.BWRAP and returncode > 128:  # bwrap reports a killed child as 128 + signal
+        return returncode - 128
+    return None
+
+
+KIND_TO_REASON = {"failed": "failed", "timeout": "timeout", "memory": "memory", "exit": "exit"}
+
+
+def interpret(
+    text: str,
+    nonce: str,
+    returncode: int | None,
+    timed_out: bool,
+    job: dict[str, Any],
+    mode: Mode,
+    limits: Limits,
+) -> dict[str, Any]:
+    """The verdict. Success needs the harness's nonce line; the exit code alone never passes."""
+    base: dict[str, Any] = {"returncode": returncode, "mode": mode.value}
+    at = text.rfind(nonce)
+    report = None
+    if at != -1:
+        line_end = text.find("\n", at)
+        try:
+            report = json.loads(text[at + len(nonce) : None if line_end == -1 else line_end])
+        except ValueError:
+            report = None
+        text = text[:at]
+    base["output"] = text.rstrip("\n")[-limits.output_chars :]
+    if report is not None:
+        return {**base, **_from_report(report, job["tests"]), "reported": True}
+    sig = _signal_of(returncode, mode)
+    if timed_out:
+        reason, message = "timeout", f"killed after {job['timeout_s']:g} s (wall clock)"
+    elif sig == signal.SIGXCPU:
+        reason, message = "timeout", "CPU time limit exceeded"
+    elif "MemoryError" in text:
+        reason, message = "memory", "MemoryError: memory limit exceeded"
+    elif sig == signal.SIGXFSZ:
+        reason, message = "crash", f"file size limit ({limits.file_mb} MiB) exceeded"
+    elif sig is not None:
+        reason, message = "crash", f"killed by signal {signal.Signals(sig).name}"
+    elif text.lstrip().startswith("bwrap:") or returncode == 121:
+        reason, message = "sandbox_error", text.strip().splitlines()[0] if text.strip() else "drop failed"
+    elif returncode == 0:
+        reason, message = "exit", "exited with status 0 before the tests finished"
+    else:
+        reason, message = "crash", f"exited with status {returncode} before the tests finished"
+    return {**base, "passed": False, "reason": reason, "message": message}
+
+
+def _from_report(report: dict[str, Any], tests: list[str]) -> dict[str, Any]:
+    if report.get("compile_error"):
+        return {"passed": False, "reason": "syntax", "message": report["compile_error"]}
+    setup_kind, setup_message = report.get("setup") or ["crash", "no setup result"]
+    if setup_kind != "ok":
+        reason = KIND_TO_REASON.get(setup_kind, "crash")
+        return {"passed": False, "reason": reason, "message": f"while loading the code: {setup_message}"}
+    outcomes = []
+    for i, test in enumerate(tests):
+        if i < len(report["tests"]):
+            kind, message, actual = report["tests"][i]
+            outcomes.append({"test": test, "kind": kind, "message": message, "actual": actual})
+        else:
+            outcomes.append({"test": test, "kind": "not_run", "message": "not run (an earlier test ended the run)"})
+    bad = [o for o in outcomes if o["kind"] != "ok"]
+    if not bad:
+        return {"passed": True, "reason": "passed", "message": f"{len(tests)} tests passed", "tests": outcomes}
+    first = bad[0]
+    reason = KIND_TO_REASON.get(first["kind"], "crash")
+    message = f"{len(bad)} of {len(tests)} tests failed; first: {first['message']}"
+    return {"passed": False, "reason": reason, "message": message, "tests": outcomes}
+
+
+_PROBED: dict[str, Mode] = {}
+_PROBE_LOCK = threading.Lock()
+PROBE_JOB = {"code": "x = 1", "tests": ["assert x == 1"], "timeout_s": 30.0}
+
+
+def probe(requested: str, limits: Limits) -> Mode:
+    """The mode to use: `requested`, or for 'auto' the strongest that works here (cached)."""
+    requested = requested.strip().lower()
+    valid = ["auto", *(m.value for m in Mode)]
+    if requested not in valid:
+        raise ConfigError(f"unknown sandbox mode {requested!r}; valid: {choices(valid)}")
+    with _PROBE_LOCK:
+        if requested in _PROBED:
+            return _PROBED[requested]
+        if requested == "auto":
+            candidates = [Mode.BWRAP, Mode.UID if is_root() else Mode.RLIMITS]
+        else:
+            candidates = [Mode(requested)]
+        why = "bubblewrap (`bwrap`) is not installed (Debian package `bubblewrap`)"
+        for mode in candidates:
+            if mode is Mode.UID and not is_root():
+                raise ConfigError("sandbox mode 'uid' needs root; use auto, bwrap or rlimits")
+            if mode is Mode.RLIMITS and is_root():
+                # RLIMIT_NPROC is never enforced for root: a fork bomb would take the machine.
+                raise ConfigError("sandbox mode 'rlimits' is unsafe as root; use auto, bwrap or uid")
+            if mode is Mode.BWRAP and shutil.which("bwrap") is None:
+                continue
+            result = launch_and_wait(mode, limits, PROBE_JOB)
+            if result["passed"]:
+                if mode is not Mode.BWRAP:
+                    warn_weak(mode, why if requested == "auto" else "chosen explicitly")
+                _PROBED[requested] = mode
+                return mode
+            why = f"bubblewrap failed here: {result.get('message') or result.get('output', '')[:200]}"
+        raise ConfigError(f"the sandbox cannot start in mode {requested!r}: {why}")
