@@ -29,18 +29,25 @@ class Env(abc.ABC):
 
 
 async def areset(env: Env, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+    # An env may bring its own async path (e.g. waiting for a pooled worker without a thread).
+    if hasattr(env, "areset"):
+        return await env.areset(seed=seed)
     if env.blocking:
         return await asyncio.to_thread(env.reset, seed=seed)
     return env.reset(seed=seed)
 
 
 async def astep(env: Env, action: str) -> StepResult:
+    if hasattr(env, "astep"):
+        return await env.astep(action)
     if env.blocking:
         return await asyncio.to_thread(env.step, action)
     return env.step(action)
 
 
 async def aclose(env: Env) -> None:
+    if hasattr(env, "aclose"):
+        return await env.aclose()
     if env.blocking:
         await asyncio.to_thread(env.close)
     else:

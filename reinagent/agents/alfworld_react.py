@@ -1,0 +1,179 @@
+"""ReAct for ALFWorld: one command (or a `think:` line) per turn, one demonstration per task type.
+
+The paper's setting: a thought is answered "OK." by the agent itself and costs a turn; any other
+line goes to the game, which answers commands it cannot carry out with "Nothing happens." (also a
+turn). The episode ends when the game is won, the step budget (50 turns) is spent, or the agent
+repeats itself in a loop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from reinagent.agents.base import Actor, Agent
+from reinagent.benchmarks import alfworld_prompts as prompts
+from reinagent.env import areset, astep
+from reinagent.llm.base import GenerationParams
+from reinagent.memory import MemoryView
+from reinagent.records import Message, Step, Trajectory
+
+DEFAULT_MAX_STEPS = 50
+MAX_TURN_TOKENS = 64
+LOOP_REPEATS = 3  # a cycle of 1 or 2 moves seen this many times in a row ends the episode
+THINK_REPLY = "OK."
+EMPTY_REPLY = "Nothing happens."
+
+_LABEL = re.compile(r"^(?:action|command|act|next action)\s*\d*\s*[:：]\s*", re.I)
+_THINK = re.compile(r"^(?:think|thought)\s*\d*\s*[:：]\s*", re.I)
+_PUT = re.compile(r"^put (.+?) (?:in/on|into|in|on|onto|inside) (.+)$")
+_QUOTES = "\"'`“”‘’"
+
+
+@dataclass(frozen=True)
+class Move:
+    kind: str  # "command", "think" or "empty"
+    text: str
+
+    def render(self) -> str:
+        return f"think: {self.text}" if self.kind == "think" else self.text
+
+
+def parse_move(output: str, admissible: list[str] | None = None) -> Move:
+    """The first line of a model output as a move, forgiving chat decorations.
+
+    Accepts '> go to desk 1', 'Action: go to desk 1', '**go to desk 1**', '"go to desk 1."',
+    'Thought: ...' (a think), 'put mug 1 on desk 1' (the game's form is 'in/on').
+    """
+    lines = [ln for ln in output.splitlines() if ln.strip().strip("`*_>#-")]
+    if not lines:
+        return Move("empty", "")
+    line = lines[0].strip()
+    for _ in range(3):  # labels and decorations may nest: '> **Action:** `go to x`'
+        line = line.strip().strip("*_`#").lstrip(">").strip()
+        line = re.sub(r"^\d+[.)]\s+", "", line)
+        line = _LABEL.sub("", line)
+    if m := _THINK.match(line):
+        return Move("think", line[m.end():].strip())
+    command = " ".join(line.strip(_QUOTES).strip().rstrip(".!").strip(_QUOTES).lower().split())
+    return Move("command", match_admissible(command, admissible or []))
+
+
+def match_admissible(command: str, admissible: list[str]) -> str:
+    """The admissible spelling of a command when an obvious variant was meant; else unchanged."""
+    if command in admissible:
+        return command
+    if m := _PUT.match(command):
+        command = f"put {m.group(1)} in/on {m.group(2)}"
+    bare = re.sub(r"\b(?:the|a|an)\s+", "", command)
+    if command not in admissible and bare in admissible:
+        return bare
+    return command
+
+
+def is_loop(moves: list[str], repeats: int = LOOP_REPEATS) -> bool:
+    """True when the last moves are one move, or a pair of moves, repeated `repeats` times."""
+    for period in (1, 2):
+        span = period * repeats
+        if len(moves) < span:
+            continue
+        tail = moves[-span:]
+        if period == 2 and tail[0] == tail[1]:
+            continue  # that is the period-1 case
+        if all(tail[i] == tail[i % period] for i in range(span)):
+            return True
+    return False
+
+
+class ALFWorldReactAgent(Agent):
+    name: ClassVar[str] = "react"
+
+    def __init__(self, config: Any):
+        self.max_steps = config.max_steps or DEFAULT_MAX_STEPS
+        # One line per turn: stopping at the newline keeps a chatty model from inventing the
+        # environment's answer. A command is ~10 tokens and a thought ~50; the cap stops a small
+        # model that copies the room description from spending a minute on one turn.
+        self.params = GenerationParams(
+            max_tokens=min(config.max_tokens, MAX_TURN_TOKENS), temperature=config.temperature,
+            stop=("\n",), seed=config.seed,
+        )
+
+    def prompt(self, task: Any, observation: str, memory: MemoryView) -> list[Message]:
+        parts = [f"{prompts.DEMO_INTRO}\n\n{prompts.demonstration(task.kind)}\n\n(END OF EXAMPLE)"]
+        block = memory.block()
+        if block:
+            parts.append(block)
+        parts.append(f"Here is the task:\n{observation}")
+        return [Message(role="system", content=prompts.SYSTEM), Message(role="user", content="\n\n".join(parts))]
+
+    async def run(self, task: Any, env: Any, memory: MemoryView, actor: Actor) -> Trajectory:
+        traj = actor.trajectory
+        traj.extra.update(won=False, env_steps=0, task_type=task.task_type)
+        try:
+            observation, info = await areset(env)
+            traj.extra["task"] = observation
+            traj.messages = self.prompt(task, observation, memory)
+            traj.end_reason = await self._play(traj, env, info, actor)
+        except BaseException:
+            traj.end_reason = "error"  # the runner records the exception itself
+            raise
+        return traj
+
+    async def _play(self, traj: Trajectory, env: Any, info: dict[str, Any], actor: Actor) -> str:
+        moves: list[str] = []
+        for _ in range(self.max_steps):
+            completion = await actor.complete(traj.messages, self.params)
+            move = parse_move(completion.text, info.get("admissible_commands"))
+            step = Step(prompt_len=len(traj.messages), output=completion.text)
+            traj.steps.append(step)
+            terminated = truncated = False
+            if move.kind == "think":
+                step.thought, step.observation = move.text, THINK_REPLY
+            elif move.kind == "empty":
+                step.valid_action, step.observation = False, EMPTY_REPLY
+            else:
+                step.action = move.text
+                step.valid_action = move.text in info.get("admissible_commands", [])
+                step.observation, _, terminated, truncated, info = await astep(env, move.text)
+                traj.extra["env_steps"] += 1
+                traj.extra["won"] = bool(info.get("won"))
+            traj.messages.append(Message(role="assistant", content=move.render()))
+            traj.messages.append(Message(role="user", content=step.observation))
+            moves.append(move.render())
+            if traj.extra["won"]:
+                return "won"
+            if terminated:
+                return "finished"  # the game ended without a win (ALFWorld has no such ending today)
+            if truncated:
+                return "step_budget"
+            if is_loop(moves):
+                return "loop"
+        return "step_budget"
+
+    def render_attempt(self, task: Any, trajectory: Trajectory) -> str:
+        return render_trace(trajectory)
+
+
+END_NOTES = {
+    "won": "STATUS: SUCCESS",
+    "step_budget": "STATUS: FAIL (ran out of steps)",
+    "loop": "STATUS: FAIL (stopped: the same action was repeated in a loop)",
+    "error": "STATUS: FAIL (the episode stopped with an error)",
+}
+
+
+def render_trace(trajectory: Trajectory) -> str:
+    """The attempt as the game log a person would read: task, '> move' lines and answers."""
+    lines = [str(trajectory.extra.get("task", "")).strip()]
+    for step in trajectory.steps:
+        if step.thought is not None:
+            lines.append(f"> think: {step.thought}")
+        elif step.action is not None:
+            lines.append(f"> {step.action}")
+        else:
+            lines.append(f"> {step.output.strip()}")
+        if step.observation is not None:
+            lines.append(step.observation)
+    lines.append(END_NOTES.get(trajectory.end_reason, f"STATUS: FAIL ({trajectory.end_reason})"))
+    return "\n".join(ln for ln in lines if ln)
