@@ -49,3 +49,8 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def render_attempt(self, task: Task, trajectory: Trajectory) -> str:
         """The attempt as text: shown to the Reflector, and to the actor under LAST_ATTEMPT."""
+
+    def prompt(self, task: Task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
+        """The messages an episode starts from. Distillation re-renders it (with an empty memory
+        or without the few-shot examples); an agent that cannot raises NotImplementedError."""
+        raise NotImplementedError(f"agent {self.name!r} cannot re-render its prompt")

@@ -27,9 +27,9 @@ class CotAgent(Agent):
             return f"Context:\n{task.gold_context()}\nQuestion: {task.question}"
         return f"Question: {task.question}"
 
-    def prompt(self, task, memory: MemoryView) -> list[Message]:
+    def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
         examples = prompts.COT_CONTEXT_EXAMPLES if self.with_context else prompts.COT_NO_CONTEXT_EXAMPLES
-        parts = [f"Here are some examples:\n\n{examples}\n\n(END OF EXAMPLES)"]
+        parts = [f"Here are some examples:\n\n{examples}\n\n(END OF EXAMPLES)"] if few_shot else []
         block = memory.block()
         if block:
             parts.append(block)

@@ -24,8 +24,8 @@ class ReactAgent(Agent):
             max_tokens=min(config.max_tokens, 160), temperature=config.temperature, stop=STOP, seed=config.seed
         )
 
-    def prompt(self, task, memory: MemoryView) -> list[Message]:
-        parts = [f"Here are some examples:\n\n{prompts.REACT_EXAMPLES}\n\n(END OF EXAMPLES)"]
+    def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
+        parts = [f"Here are some examples:\n\n{prompts.REACT_EXAMPLES}\n\n(END OF EXAMPLES)"] if few_shot else []
         block = memory.block()
         if block:
             parts.append(block)
