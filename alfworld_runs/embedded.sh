@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The small ALFWorld runs on the embedded model whose reports are committed in embedded/.
-# Each run: the first 2 unseen games, 2 trials, no response cache (so tokens and times are
+# Each run: the first 5 unseen games, 3 trials, no response cache (so tokens and times are
 # real). Runs that already exist are resumed, not redone.
 # Usage: alfworld_runs/embedded.sh [NAME...]   (default: all; NAME = a config in configs/)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 reinagent=.venv/bin/reinagent
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(react_reflexion)
+[ ${#names[@]} -gt 0 ] || names=(react_none react_reflexion)
 for name in "${names[@]}"; do
   dir=alfworld_runs/embedded/$name
   if [ -f "$dir/spec.json" ]; then
     "$reinagent" resume "$dir" --quiet
   else
-    "$reinagent" run --config "alfworld_runs/configs/$name.yaml" --num-envs 2 --num-trials 2 --no-cache \
+    "$reinagent" run --config "alfworld_runs/configs/$name.yaml" --num-envs 5 --num-trials 3 --no-cache \
       --run-dir "$dir" --quiet
   fi
   "$reinagent" report "$dir" > "$dir/report.md"

@@ -147,4 +147,5 @@ class RunSpec(BaseModel):
     git_commit: str | None = None
     hostname: str | None = None
     command: list[str] = Field(default_factory=list)
+    settings: dict[str, Any] = Field(default_factory=dict)  # the benchmark's setting, e.g. docstore kind
     format_version: int = 1

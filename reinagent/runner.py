@@ -72,7 +72,7 @@ def default_run_dir(config: RunConfig) -> Path:
     return Path("runs") / f"{config.benchmark}-{config.agent}-{config.strategy.value}-{stamp}"
 
 
-def make_spec(config: RunConfig, tasks: list[Task]) -> RunSpec:
+def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None) -> RunSpec:
     from reinagent import __version__
     from reinagent.provenance import git_commit, package_versions, python_version
 
@@ -89,6 +89,7 @@ def make_spec(config: RunConfig, tasks: list[Task]) -> RunSpec:
         git_commit=git_commit(),
         hostname=socket.gethostname(),
         command=[redact(a) for a in sys.argv],
+        settings=settings or {},
     )
 
 
@@ -127,7 +128,7 @@ async def run_trials(exp: Experiment, records: list[TrialRecord], *, progress: b
             memories.setdefault(rec.task_id, EpisodicMemory(window=cfg.memory_size)).add(rec.reflection)
             if rec.success:
                 solved.add(rec.task_id)
-        _print_summary(exp, trial, done, time.perf_counter() - started, len(pending))
+        _print_summary(exp, trial, done, time.perf_counter() - started, results)
 
 
 def _solved_before(done: dict[tuple[str, int], TrialRecord], task_id: str, trial: int) -> bool:
@@ -205,9 +206,10 @@ def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
         fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")
 
 
-def _print_summary(exp: Experiment, trial: int, done, wall_s: float, attempted: int) -> None:
+def _print_summary(exp: Experiment, trial: int, done, wall_s: float, this: list[TrialRecord]) -> None:
+    """One line per trial about what this invocation attempted (a resume counts only its own)."""
     n = len(exp.tasks)
-    this = [r for (tid, t), r in done.items() if t == trial]
+    attempted = len(this)
     solved_now = sum(r.success for r in this)
     solved_cum = len({tid for (tid, t), r in done.items() if t <= trial and r.success})
     errors = sum(r.error is not None for r in this)
@@ -272,7 +274,7 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
     config = config.model_copy(update={"run_dir": str(run_dir)})
     models = build_models(config)  # cheap (models load on first use) and fails on bad input
-    store = RunStore.create(run_dir, make_spec(config, tasks))
+    store = RunStore.create(run_dir, make_spec(config, tasks, bench.settings()))
     print(f"run directory: {run_dir}", file=sys.stderr, flush=True)
     return run_sync(_execute(_experiment(config, bench, tasks, store, models), [], progress))
 

@@ -35,6 +35,11 @@ GRACE = 4.0  # start-up, teardown and a loaded 2-core machine
 
 @pytest.fixture(scope="module", params=MODES)
 def sandbox(request):
+    # The weak-mode warning is said once per process; another test may have used the mode first.
+    from reinagent.sandbox import modes, process
+
+    modes._WARNED.clear()
+    getattr(process, "_PROBED", {}).clear()
     with pytest.warns(RuntimeWarning) if request.param != "bwrap" else _nothing():
         box = Sandbox(2, mode=request.param)
     yield box

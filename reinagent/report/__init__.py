@@ -1,5 +1,40 @@
-"""Reports over run directories: JSON summary, markdown tables (and, later, HTML and plots)."""
+"""Reports over run directories: summaries, markdown, HTML, plots and pandas frames.
 
-from reinagent.report.summary import summarize
+    from reinagent.report import load_frames, task_story, learning_curve_figure
+    frames = load_frames("runs/")           # runs, curve, trials, tasks, calls DataFrames
 
-__all__ = ["summarize"]
+Names are imported on first use, so `import reinagent.report` stays free of pandas/matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "summarize": "reinagent.report.summary",
+    "summarize_records": "reinagent.report.summary",
+    "load": "reinagent.report.loading",
+    "find_run_dirs": "reinagent.report.loading",
+    "LoadedRun": "reinagent.report.loading",
+    "load_frames": "reinagent.report.frames",
+    "RunFrames": "reinagent.report.frames",
+    "wilson_interval": "reinagent.report.stats",
+    "report_markdown": "reinagent.report.markdown",
+    "comparison_markdown": "reinagent.report.markdown",
+    "report_html": "reinagent.report.html",
+    "learning_curve_figure": "reinagent.report.plots",
+    "metric_figure": "reinagent.report.plots",
+    "learning_curve_png": "reinagent.report.plots",
+    "save_learning_curve": "reinagent.report.plots",
+    "task_story": "reinagent.report.trajectory",
+    "pick_task": "reinagent.report.trajectory",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'reinagent.report' has no attribute {name!r}")

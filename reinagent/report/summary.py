@@ -1,4 +1,12 @@
-"""The per-run summary behind `reinagent report --format json` (keys are a contract)."""
+"""The per-run summary behind every report format; the `--format json` keys are a contract.
+
+Pure Python on purpose (no pandas, no matplotlib): `reinagent report` in markdown or JSON must
+start fast and work wherever the package imports, including on a run that is still being written.
+
+Contract keys (issue 2): benchmark, agent, strategy, num_tasks, trials[{trial, attempted, solved,
+solved_cumulative}], usage{calls, prompt_tokens, completion_tokens, cost_usd}, errors. Everything
+else here is an addition a reader may use but must not rely on being the only keys.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.records import RunSpec, TrialRecord, Usage
+from reinagent.report.stats import wilson_interval
+
+# Benchmarks whose evaluator records a token-level F1 next to exact match.
+F1_BENCHMARKS = ("hotpotqa",)
 
 
 def summarize(run_dir: str | Path) -> dict[str, Any]:
-    """One JSON-able object describing a run, complete or still in progress."""
+    """One JSON-able object describing a run, complete, in progress or killed."""
     from reinagent.runner import load_run
 
     spec, records = load_run(run_dir)
@@ -17,36 +29,45 @@ def summarize(run_dir: str | Path) -> dict[str, Any]:
 
 
 def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = "") -> dict[str, Any]:
+    """The summary of de-duplicated records (one per (task, trial), as `load_run` gives them)."""
     cfg = spec.config
     num_trials = int(cfg.get("num_trials") or 0)
     task_ids = list(spec.task_ids)
+    n_tasks = len(task_ids)
     by_trial: dict[int, list[TrialRecord]] = {}
     for rec in records:
         by_trial.setdefault(rec.trial, []).append(rec)
+    # One entry per planned trial even when nothing ran yet (a killed run still shows them all).
     last_trial = max([num_trials, *by_trial])
     trials, solved_so_far = [], set()
     for t in range(1, last_trial + 1):
         recs = by_trial.get(t, [])
         solved_now = {r.task_id for r in recs if r.success}
         solved_so_far |= solved_now
-        f1s = [r.f1 for r in recs if r.f1 is not None]
+        low, high = wilson_interval(len(solved_so_far), n_tasks)
         trials.append({
             "trial": t,
             "attempted": len(recs),
             "solved": len(solved_now),
             "solved_cumulative": len(solved_so_far),
-            "success_rate_cumulative": len(solved_so_far) / len(task_ids) if task_ids else 0.0,
+            "success_rate": len(solved_now) / len(recs) if recs else None,
+            "success_rate_cumulative": len(solved_so_far) / n_tasks if n_tasks else 0.0,
+            "ci_low": low,
+            "ci_high": high,
             "errors": sum(r.error is not None for r in recs),
-            "mean_f1": sum(f1s) / len(f1s) if f1s else None,
+            "mean_f1": _mean([r.f1 for r in recs if r.f1 is not None]),
+            "mean_reward": _mean([r.reward for r in recs]),
+            "wall_s": _wall(recs),
         })
     usage, by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
     for rec in records:
         for call in rec.calls:
             usage.add(call)
             by_role.setdefault(call.role, Usage()).add(call)
-    errors = [{"task_id": r.task_id, "trial": r.trial, "error": r.error} for r in records if r.error]
-    expected_done = _finished(records, task_ids, num_trials)
-    return {
+    errors = [{"task_id": r.task_id, "trial": r.trial, "error": r.error}
+              for r in sorted(records, key=lambda r: (r.trial, r.task_id)) if r.error]
+    final = trials[-1] if trials else {"solved_cumulative": 0, "ci_low": 0.0, "ci_high": 1.0}
+    summary = {
         "run_dir": run_dir,
         "benchmark": cfg.get("benchmark"),
         "agent": cfg.get("agent"),
@@ -54,18 +75,51 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "split": cfg.get("split"),
         "model": cfg.get("model"),
         "reflector_model": cfg.get("reflector_model") or cfg.get("model"),
-        "num_tasks": len(task_ids),
+        "num_tasks": n_tasks,
         "num_trials": num_trials,
-        "status": "complete" if expected_done else "partial",
-        "pass_at_1": trials[0]["solved"] / len(task_ids) if trials and task_ids else 0.0,
+        "status": "complete" if _finished(records, task_ids, num_trials) else "partial",
+        "metric": "f1" if cfg.get("benchmark") in F1_BENCHMARKS else "pass_rate",
+        "pass_at_1": trials[0]["solved"] / n_tasks if trials and n_tasks else 0.0,
+        "success_rate": final["solved_cumulative"] / n_tasks if n_tasks else 0.0,
+        "success_ci": [final["ci_low"], final["ci_high"]],
         "trials": trials,
         "usage": _usage_dict(usage) | {"by_role": {k: _usage_dict(v) for k, v in by_role.items()}},
         "errors": errors,
         "num_errors": len(errors),
+        "num_records": len(records),
         "wall_s": _wall(records),
+        "episode_s": round(sum(r.wall_s for r in records), 3),
         "git_commit": spec.git_commit,
         "created_at": spec.created_at,
+        "reinagent_version": spec.reinagent_version,
     }
+    summary["label"] = run_label(summary)
+    return summary
+
+
+def run_label(summary: dict[str, Any]) -> str:
+    """How a run is named in comparisons: agent/strategy/model (the three things people vary)."""
+    return f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
+
+
+def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:
+    """Labels for side-by-side columns; repeated labels get their run directory's name appended."""
+    labels = [s.get("label") or run_label(s) for s in summaries]
+    return [
+        f"{label} ({Path(s.get('run_dir') or str(i)).name})" if labels.count(label) > 1 else label
+        for i, (label, s) in enumerate(zip(labels, summaries))
+    ]
+
+
+def to_markdown(summary: dict[str, Any]) -> str:
+    """Markdown for one run (kept here for callers of the first version of this module)."""
+    from reinagent.report.markdown import run_markdown
+
+    return run_markdown(summary)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _usage_dict(u: Usage) -> dict[str, Any]:
@@ -91,30 +145,7 @@ def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int) 
 
 
 def _wall(records: list[TrialRecord]) -> float:
+    """Seconds from the first episode's start to the last one's end (0 when nothing ran)."""
     if not records:
         return 0.0
-    return max(r.finished_at for r in records) - min(r.started_at for r in records)
-
-
-def to_markdown(summary: dict[str, Any]) -> str:
-    s = summary
-    lines = [
-        f"# {s['benchmark']} / {s['agent']} / {s['strategy']}",
-        "",
-        f"model `{s['model']}`, reflector `{s['reflector_model']}`, {s['num_tasks']} tasks, "
-        f"{s['num_trials']} trials, status {s['status']}",
-        "",
-        "| trial | attempted | solved | cumulative | rate | mean F1 | errors |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for t in s["trials"]:
-        f1 = "" if t["mean_f1"] is None else f"{t['mean_f1']:.3f}"
-        lines.append(
-            f"| {t['trial']} | {t['attempted']} | {t['solved']} | {t['solved_cumulative']} | "
-            f"{100 * t['success_rate_cumulative']:.1f}% | {f1} | {t['errors']} |"
-        )
-    u = s["usage"]
-    lines += ["", f"usage: {u['calls']} calls ({u['cache_hits']} cache hits), "
-              f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens, "
-              f"${u['cost_usd']:.4f}", ""]
-    return "\n".join(lines)
+    return round(max(r.finished_at for r in records) - min(r.started_at for r in records), 3)

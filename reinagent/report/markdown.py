@@ -1,0 +1,61 @@
+"""Markdown reports: one run in full, several runs side by side (one column per run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reinagent.report.tables import Table, comparison_table, duration, error_table, trial_table, usage_table
+
+
+def report_markdown(summaries: list[dict[str, Any]]) -> str:
+    """The whole markdown report: a comparison first when there are several runs."""
+    parts = [comparison_markdown(summaries)] if len(summaries) > 1 else []
+    parts += [run_markdown(s, level=2 if len(summaries) > 1 else 1) for s in summaries]
+    return "\n".join(parts)
+
+
+def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
+    """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
+    return f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n"
+
+
+def run_markdown(s: dict[str, Any], level: int = 1) -> str:
+    """One run: the per-trial table, tokens and cost per role, wall time and errors."""
+    h = "#" * level
+    errors = error_table(s)
+    lines = [
+        f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}",
+        "",
+        f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, "
+        f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{s['status']}**",
+        "",
+        f"run directory `{s.get('run_dir')}`, git commit `{s.get('git_commit') or 'unknown'}`",
+        "",
+        table_markdown(trial_table(s)),
+        "",
+        f"{h}# Tokens and cost by role",
+        "",
+        table_markdown(usage_table(s)),
+        "",
+        f"wall time {duration(s.get('wall_s'))} (first episode start to last end), "
+        f"episodes {duration(s.get('episode_s'))} in total",
+        "",
+        f"{h}# Errors ({len(s.get('errors') or [])})" if errors[1] else "no errors",
+        "",
+    ]
+    if errors[1]:
+        lines += [table_markdown(errors), ""]
+    return "\n".join(lines)
+
+
+def table_markdown(table: Table) -> str:
+    """A GitHub-flavoured table; numbers right-aligned, the first column left-aligned."""
+    header, rows = table
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

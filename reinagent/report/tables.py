@@ -1,0 +1,117 @@
+"""The tables of a report as plain rows of text, shared by the markdown and HTML renderers so
+that both formats always show the same numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reinagent.report.stats import format_rate
+from reinagent.report.summary import unique_labels
+
+Table = tuple[list[str], list[list[str]]]  # header, rows
+
+MAX_ERRORS_SHOWN = 20  # a run with hundreds of errors needs the JSON, not a page of them
+
+
+def metric_name(s: dict[str, Any]) -> str:
+    return "mean F1" if s.get("metric") == "f1" else "pass rate"
+
+
+def trial_table(s: dict[str, Any]) -> Table:
+    """Per trial: attempts, solves, the cumulative success rate with its 95% Wilson interval, the
+    benchmark's graded metric (mean F1, else pass rate of that trial's attempts), errors, time."""
+    header = ["trial", "attempted", "solved", "cumulative solved", "success rate [95% CI]",
+              metric_name(s), "errors", "wall time"]
+    rows = []
+    for t in s["trials"]:
+        value = t.get("mean_f1") if s.get("metric") == "f1" else t.get("success_rate")
+        rows.append([
+            str(t["trial"]), str(t["attempted"]), str(t["solved"]),
+            f"{t['solved_cumulative']}/{s['num_tasks']}",
+            f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
+            num(value), str(t.get("errors", 0)), duration(t.get("wall_s", 0.0)),
+        ])
+    return header, rows
+
+
+def usage_table(s: dict[str, Any]) -> Table:
+    """Tokens and cost per model role (actor, reflector) and in total."""
+    header = ["role", "calls", "cache hits", "prompt tokens", "completion tokens", "cost (USD)", "model time (sum)"]
+    rows = []
+    for name, u in [*s["usage"].get("by_role", {}).items(), ("total", s["usage"])]:
+        rows.append([name, str(u["calls"]), str(u.get("cache_hits", 0)), str(u["prompt_tokens"]),
+                     str(u["completion_tokens"]), f"{u['cost_usd']:.4f}", duration(u.get("latency_s", 0.0))])
+    return header, rows
+
+
+def error_table(s: dict[str, Any]) -> Table:
+    errors = s.get("errors") or []
+    rows = [[e["task_id"], str(e["trial"]), cell(e["error"])] for e in errors[:MAX_ERRORS_SHOWN]]
+    if len(errors) > MAX_ERRORS_SHOWN:
+        rows.append(["...", "", f"{len(errors) - MAX_ERRORS_SHOWN} more (see --format json)"])
+    return ["task", "trial", "error"], rows
+
+
+def comparison_table(summaries: list[dict[str, Any]]) -> Table:
+    """One column per run (labelled agent/strategy/model), one row per quantity compared."""
+    rows: list[list[str]] = [
+        ["benchmark", *[str(s["benchmark"]) for s in summaries]],
+        ["agent", *[str(s["agent"]) for s in summaries]],
+        ["strategy", *[str(s["strategy"]) for s in summaries]],
+        ["model", *[str(s["model"]) for s in summaries]],
+        ["tasks", *[str(s["num_tasks"]) for s in summaries]],
+        ["status", *[str(s["status"]) for s in summaries]],
+    ]
+    for t in range(1, max(len(s["trials"]) for s in summaries) + 1):
+        rows.append([f"solved by trial {t} [95% CI]", *[_trial_cell(s, t) for s in summaries]])
+    rows += [
+        ["mean F1 / pass rate, last trial", *[num(_last_metric(s)) for s in summaries]],
+        ["actor tokens (prompt+completion)", *[_tokens(s, "actor") for s in summaries]],
+        ["reflector tokens (prompt+completion)", *[_tokens(s, "reflector") for s in summaries]],
+        ["cost (USD)", *[f"{s['usage']['cost_usd']:.4f}" for s in summaries]],
+        ["wall time", *[duration(s.get("wall_s", 0.0)) for s in summaries]],
+        ["errors", *[str(s.get("num_errors", len(s.get("errors") or []))) for s in summaries]],
+    ]
+    return ["", *unique_labels(summaries)], rows
+
+
+def _trial_cell(s: dict[str, Any], trial: int) -> str:
+    if trial > len(s["trials"]):
+        return ""  # this run planned fewer trials
+    return format_rate(s["trials"][trial - 1]["solved_cumulative"], s["num_tasks"])
+
+
+def _last_metric(s: dict[str, Any]) -> float | None:
+    attempted = [t for t in s["trials"] if t["attempted"]]
+    if not attempted:
+        return None
+    last = attempted[-1]
+    return last.get("mean_f1") if s.get("metric") == "f1" else last.get("success_rate")
+
+
+def _tokens(s: dict[str, Any], role: str) -> str:
+    u = s["usage"].get("by_role", {}).get(role)
+    return f"{u['prompt_tokens']}+{u['completion_tokens']}" if u else "0+0"
+
+
+def pct(value: float | None, suffix: str = "%") -> str:
+    return "" if value is None else f"{100 * value:.1f}{suffix}"
+
+
+def num(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def duration(seconds: float | None) -> str:
+    seconds = float(seconds or 0.0)
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def cell(text: object, limit: int = 160) -> str:
+    """One table cell: a single line, short enough to keep the table readable."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
