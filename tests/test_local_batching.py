@@ -204,6 +204,88 @@ def test_cancelled_request_frees_its_row(lm, engine_of):
     assert [c.text for c in out] == [lm.decode(reference(lm, PROMPTS[i], 5)) for i in (1, 2)]
 
 
+def test_tails_behind_a_shared_prefix_are_prefilled_together(lm, engine_of):
+    engine = engine_of(lm, max_batch=8, prefix_cache_mb=64)
+    shared = "The same few-shot block for every episode. " * 2
+    prompts = [chat(shared + f"question {i}{'?' * i}") for i in range(5)]
+    for _ in range(8):  # hold every row, so that all five are queued when the prefiller looks
+        engine._rows.acquire()
+
+    async def go():
+        futures = [engine.submit(m, GenerationParams(max_tokens=9), None) for m in prompts]
+        await asyncio.sleep(0.05)
+        engine._rows.release(8)
+        return await asyncio.gather(*futures)
+
+    out = asyncio.run(go())
+    assert [c.text for c in out] == [lm.decode(reference(lm, m, 9)) for m in prompts]
+    # The first prompt alone (it fills the prefix cache), then the four tails in one pass.
+    assert engine.stats["prefill_calls"] == 2
+    assert engine.stats["prefill_tokens"] < 2 * len(lm.encode(prompts[0]))
+
+
+def test_finished_rows_leave_their_slots_to_newcomers(lm, engine_of):
+    # Rows stay in the batch until fewer than 2 are live: the two short late prompts take the
+    # slots of finished rows in place, without copying the batch.
+    budgets = [12, 30, 7, 20, 25, 3]
+    engine = engine_of(lm, max_batch=4, prefix_cache_mb=0, compact_below=2)
+    out = run(engine, [(m, GenerationParams(max_tokens=b), None) for m, b in zip(PROMPTS, budgets)])
+    assert [c.text for c in out] == [lm.decode(reference(lm, m, b)) for m, b in zip(PROMPTS, budgets)]
+    assert engine.stats["slot_reuses"] == 2
+
+
+def test_episodes_join_the_running_batch_step_by_step(lm, engine_of):
+    # Episodes of 3 steps: each step joins the batch when its previous reply is in, behind its
+    # own cached prompt; finished rows wait in the batch until fewer than 2 are live.
+    engine = engine_of(lm, max_batch=4, prefix_cache_mb=64, compact_below=2)
+    budgets = [4, 9, 6, 12, 5, 7]
+
+    async def episode(i):
+        messages, texts = chat("E" * (3 + 5 * i) + " go"), []
+        for step in range(3):
+            completion = await engine.submit(messages, GenerationParams(max_tokens=budgets[i] + step), None)
+            assert completion.text == lm.decode(reference(lm, messages, budgets[i] + step))
+            texts.append(completion.text)
+            messages = [*messages, Message(role="assistant", content=completion.text), Message(role="user", content=f"o{step}")]
+        return texts
+
+    async def go():
+        return await asyncio.gather(*(episode(i) for i in range(6)))
+
+    assert all(len(texts) == 3 for texts in asyncio.run(go()))
+    assert engine.stats["max_rows"] == 4 and engine.prefix.hits >= 12
+
+
+def test_packed_weights_match_plain_linear_for_every_row_count():
+    from reinagent.llm.packed import PackedLinear, pack_linears
+
+    linear = torch.nn.Linear(48, 40).float()
+    if not pack_linears(torch.nn.Sequential(linear), 8):
+        pytest.skip("this torch has no MKL packed GEMM")
+    packed = PackedLinear(linear, 8)
+    x = torch.randn(2, 9, 48)
+    with torch.inference_mode():
+        for m in range(1, 19):  # unpacked, padded up to 8, exactly 8, and a prompt's many rows
+            rows = x.reshape(-1, 48)[:m]
+            assert torch.allclose(packed(rows), torch.nn.functional.linear(rows, linear.weight, linear.bias), atol=1e-5)
+        assert packed(x).shape == (2, 9, 40)
+
+
+def test_a_packed_model_decodes_like_the_unpacked_one(engine_of):
+    from reinagent.llm.packed import pack_linears
+
+    plain = tiny_model(eos=False)
+    plain.model.float()
+    packed = tiny_model(eos=False)
+    packed.model.float()
+    if not pack_linears(packed.model, 4):
+        pytest.skip("this torch has no MKL packed GEMM")
+    packed.info["packed_linears"] = 1
+    requests = [(m, GenerationParams(max_tokens=10), None) for m in PROMPTS[:5]]
+    expected = [lm_text.text for lm_text in run(engine_of(plain, max_batch=1), requests)]
+    assert [c.text for c in run(engine_of(packed, max_batch=4), requests)] == expected
+
+
 def test_load_failure_reaches_every_caller_and_close_stops_the_worker(engine_of):
     def broken() -> LoadedModel:
         raise RuntimeError("disk on fire")

@@ -39,6 +39,15 @@ class SlabLayer(DynamicLayer):
         self.keys, self.values = self._kbuf[:, :, :t], self._vbuf[:, :, :t]
         self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
 
+    @classmethod
+    def adopt(cls, kbuf: torch.Tensor, vbuf: torch.Tensor, length: int) -> SlabLayer:
+        """A layer over buffers already filled up to `length` (no copy)."""
+        layer = cls()
+        layer._kbuf, layer._vbuf = kbuf, vbuf
+        layer.keys, layer.values = kbuf[:, :, :length], vbuf[:, :, :length]
+        layer.dtype, layer.device, layer.is_initialized = kbuf.dtype, kbuf.device, True
+        return layer
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized or self._kbuf is None:
             self._place(key_states, value_states, key_states.shape[-2])
@@ -71,7 +80,10 @@ def kv_of(cache: Cache) -> KV:
 
 class BatchKV:
     """The caches of the running requests, one row each, right-aligned: every row's newest token
-    sits in the last column, so one decoding step appends one column for all rows at once."""
+    sits in the last column, so one decoding step appends one column for all rows at once.
+
+    A finished row may stay in place, masked out of nobody's way, until a newcomer takes its slot
+    (`put`, no copy of the other rows) or the batch is compacted (`rebuild`)."""
 
     def __init__(self) -> None:
         self.layers: list[SlabLayer] = []
@@ -82,53 +94,55 @@ class BatchKV:
     def rows(self) -> int:
         return self.mask.shape[0]
 
-    def add(self, rows: Sequence[KV]) -> None:
-        """Append rows (each a prefilled cache of batch size 1), left-padding whoever is shorter."""
-        if not rows:
+    @property
+    def width(self) -> int:
+        return self.mask.shape[1]
+
+    def rebuild(self, keep: list[int], new: Sequence[KV] = ()) -> None:
+        """Copy rows `keep` and the `new` rows (prefilled caches of batch size 1) into fresh
+        buffers, left-padding whoever is shorter and dropping columns that only padded."""
+        if not keep and not new:
+            self.__init__()
             return
-        lengths = [row[0][0].shape[-2] for row in rows]
-        old_t = self.mask.shape[1]
-        t = max([old_t, *lengths])
-        b = self.rows + len(rows)
-        device = rows[0][0][0].device
-        mask = torch.zeros(b, t, dtype=torch.bool, device=device)
-        mask[: self.rows, t - old_t :] = self.mask
+        lengths = [self.width - int(self.mask[i].int().argmax()) for i in keep] + [row[0][0].shape[-2] for row in new]
+        t, b = max(lengths), len(lengths)
+        ref = new[0][0] if new else (self.layers[0].keys, self.layers[0].values)
+        mask = torch.zeros(b, t, dtype=torch.bool, device=ref[0].device)
         for i, n in enumerate(lengths):
-            mask[self.rows + i, t - n :] = True
+            mask[i, t - n :] = True
         layers = []
-        for li, (k0, v0) in enumerate(rows[0]):
-            h, d, dv = k0.shape[1], k0.shape[-1], v0.shape[-1]
-            # Zeros, not garbage, in the padding: masked keys still enter q.k before the mask applies
-            # and a NaN there would poison the row.
-            keys = k0.new_zeros(b, h, t, d)
-            values = v0.new_zeros(b, h, t, dv)
-            if self.rows:
-                keys[: self.rows, :, t - old_t :] = self.layers[li].keys
-                values[: self.rows, :, t - old_t :] = self.layers[li].values
-            for i, row in enumerate(rows):
+        for li in range(len(new[0]) if new else len(self.layers)):
+            k0, v0 = new[0][li] if new else (self.layers[li].keys, self.layers[li].values)
+            # Zeros, not garbage, in the padding: masked keys still enter q.k before the mask
+            # applies and a NaN there would poison the row.
+            keys = k0.new_zeros(b, k0.shape[1], t + 64, k0.shape[-1])
+            values = v0.new_zeros(b, v0.shape[1], t + 64, v0.shape[-1])
+            for i, old in enumerate(keep):
+                w = lengths[i]
+                keys[i, :, t - w : t] = self.layers[li].keys[old, :, self.width - w :]
+                values[i, :, t - w : t] = self.layers[li].values[old, :, self.width - w :]
+            for i, row in enumerate(new, start=len(keep)):
                 k, v = row[li]
-                keys[self.rows + i, :, t - k.shape[-2] :] = k[0]
-                values[self.rows + i, :, t - v.shape[-2] :] = v[0]
-            layers.append(SlabLayer(keys, values, reserve=t + 64))
+                keys[i, :, t - k.shape[-2] : t] = k[0]
+                values[i, :, t - v.shape[-2] : t] = v[0]
+            layers.append(SlabLayer.adopt(keys, values, t))
         self.layers, self.mask = layers, mask
         self.cache = make_cache(layers)
 
-    def keep(self, indices: list[int]) -> None:
-        """Drop finished rows, then the leading columns that only padded them."""
-        if not indices:
-            self.__init__()
-            return
-        idx = torch.tensor(indices, device=self.mask.device)
-        mask = self.mask.index_select(0, idx)
-        start = int(mask.any(0).int().argmax())
-        self.mask = mask[:, start:]
-        layers = []
-        for layer in self.layers:
-            keys = layer.keys.index_select(0, idx)[:, :, start:]
-            values = layer.values.index_select(0, idx)[:, :, start:]
-            layers.append(SlabLayer(keys, values, reserve=keys.shape[-2] + 64))
-        self.layers = layers
-        self.cache = make_cache(layers)
+    def put(self, slot: int, row: KV) -> bool:
+        """Write a new row into the slot of a finished one; False when it is longer than the batch."""
+        n = row[0][0].shape[-2]
+        t = self.width
+        if n > t:
+            return False
+        for layer, (k, v) in zip(self.layers, row, strict=True):
+            layer.keys[slot, :, : t - n] = 0
+            layer.values[slot, :, : t - n] = 0
+            layer.keys[slot, :, t - n :] = k[0]
+            layer.values[slot, :, t - n :] = v[0]
+        self.mask[slot] = False
+        self.mask[slot, t - n :] = True
+        return True
 
     def grow_mask(self) -> torch.Tensor:
         ones = torch.ones(self.rows, 1, dtype=torch.bool, device=self.mask.device)
@@ -156,10 +170,11 @@ class PrefixCache:
         self.reused_tokens = 0
         self._next = 0
 
-    def lookup(self, tokens: list[int]) -> tuple[int, KV]:
-        """The longest cached prefix of `tokens`, leaving at least one token to compute logits from."""
+    def lookup(self, tokens: list[int]) -> tuple[int, int | None, KV]:
+        """The longest cached prefix of `tokens` (leaving at least one token to compute logits
+        from): its length, the entry it came from, and its keys/values."""
         if not self.entries or len(tokens) < 2:
-            return 0, []
+            return 0, None, []
         query = torch.tensor(tokens[:-1])
         best, best_key = 0, None
         for key, entry in self.entries.items():
@@ -171,11 +186,11 @@ class PrefixCache:
             if n > best:
                 best, best_key = n, key
         if best_key is None:
-            return 0, []
+            return 0, None, []
         self.entries.move_to_end(best_key)
         self.hits += 1
         self.reused_tokens += best
-        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self.entries[best_key].kv]
+        return best, best_key, [(k[:, :, :best], v[:, :, :best]) for k, v in self.entries[best_key].kv]
 
     def store(self, tokens: list[int], kv: KV) -> None:
         if self.budget <= 0:

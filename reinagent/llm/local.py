@@ -79,7 +79,8 @@ def _acquire(llm: LocalLLM) -> BatchEngine:
         entry = _ENGINES.get(key)
         if entry is None:
             source, device, env_root = llm.source, llm.device, os.environ.get("REINAGENT_CACHE_DIR")
-            engine = BatchEngine(lambda: load_model(source, device, env_root), name=llm.name, max_batch=llm.max_batch, prefix_cache_mb=llm.prefix_cache_mb)
+            batch = llm.max_batch
+            engine = BatchEngine(lambda: load_model(source, device, env_root, batch=batch), name=llm.name, max_batch=llm.max_batch, prefix_cache_mb=llm.prefix_cache_mb)
             entry = _ENGINES[key] = [engine, 0]
         entry[1] += 1
         return entry[0]
@@ -155,22 +156,27 @@ def converted_dir(gguf: Path, root: str | None = None) -> Path:
     return cache_root(root) / f"{gguf.stem}-{key}"
 
 
-def load_model(source: Path, device: str | None = None, cache_dir: str | None = None) -> LoadedModel:
+def load_model(source: Path, device: str | None = None, cache_dir: str | None = None, *, batch: int = 1) -> LoadedModel:
+    """Load a model for the engine; `batch` is the engine's batch size, which CPU weights are packed for."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     start = time.perf_counter()
     target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if target.type == "cpu":
-        # One core is left to the event loop and the environments: when torch's OpenMP threads
-        # compete with them for every core, each matmul waits on a descheduled thread (measured
-        # 5-8x slower on 2 busy cores).
+        # An OpenMP team that shares its cores with the event loop and the environments waits on
+        # a descheduled thread at every matmul (measured 5-8x slower on 2 busy cores), so the
+        # teams leave one core free. The prefill thread runs beside decoding with a team of its
+        # own; on two cores each gets one thread, and two single-threaded workers do not stall
+        # each other that way (measured: each within 5 % of its speed alone).
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch.set_num_threads(max(1, _env_int("REINAGENT_LOCAL_THREADS", cores - 1)))
+        prefill_threads = max(1, _env_int("REINAGENT_LOCAL_PREFILL_THREADS", (cores - 1) // 2))
+        torch.set_num_threads(max(1, _env_int("REINAGENT_LOCAL_THREADS", cores - 1 - prefill_threads if cores > 2 else 1)))
         # float32: bf16 is slower on CPUs without AMX and changes the outputs; CPUs with AMX may
         # opt in with REINAGENT_LOCAL_DTYPE=bfloat16 (measured here: prefill 3x, batch-8 decoding 2x faster).
         dtype = torch.float32
     else:
+        prefill_threads = 1
         dtype = torch.bfloat16 if target.type != "cuda" or torch.cuda.is_bf16_supported() else torch.float16
     requested = os.environ.get("REINAGENT_LOCAL_DTYPE")
     if requested:
@@ -185,6 +191,11 @@ def load_model(source: Path, device: str | None = None, cache_dir: str | None = 
             kind = "converted"
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(target).eval()
+    packed = 0
+    if target.type == "cpu" and dtype == torch.float32 and os.environ.get("REINAGENT_LOCAL_PACK", "1") != "0":
+        from reinagent.llm.packed import pack_linears
+
+        packed = pack_linears(model, batch)
     eos = {tokenizer.eos_token_id, *_ids(model.config.eos_token_id), *_ids(getattr(model.generation_config, "eos_token_id", None))}
     vocab = tokenizer.get_vocab()
     eos |= {vocab[t] for t in _END_OF_TURN if t in vocab and t in tokenizer.all_special_tokens}
@@ -201,7 +212,8 @@ def load_model(source: Path, device: str | None = None, cache_dir: str | None = 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    info = {"source": kind, "path": str(folder), "load_s": time.perf_counter() - start, "device": str(target), "dtype": str(dtype)}
+    info = {"source": kind, "path": str(folder), "load_s": time.perf_counter() - start, "device": str(target), "dtype": str(dtype), "packed_linears": packed}
+    info |= {"threads": torch.get_num_threads(), "prefill_threads": prefill_threads}
     return LoadedModel(model, encode, decode, frozenset(i for i in eos if i is not None), int(max_context), info)
 
 
