@@ -256,6 +256,28 @@ def test_episodes_join_the_running_batch_step_by_step(lm, engine_of):
     assert engine.stats["max_rows"] == 4 and engine.prefix.hits >= 12
 
 
+def test_a_longer_newcomer_widens_the_batch_in_place():
+    from reinagent.llm.kv import JOIN_ROOM, BatchKV
+
+    def row(n, fill):  # a 2-layer cache of batch size 1, n columns
+        return [(torch.full((1, 2, n, 3), fill + layer), torch.full((1, 2, n, 3), -fill - layer)) for layer in range(2)]
+
+    batch = BatchKV()
+    batch.rebuild([], [row(5, 1.0), row(7, 2.0), row(6, 3.0)])
+    buffers = [layer._kbuf for layer in batch.layers]
+    assert batch.width == 7 and batch.put(1, row(10, 4.0))  # row 1 finished; a longer one takes it
+    assert [layer._kbuf for layer in batch.layers] == buffers  # no copy of the batch
+    assert batch.width == 10 and batch.mask.sum(1).tolist() == [5, 10, 6]
+    for li, layer in enumerate(batch.layers):
+        assert (layer.keys[1] == 4.0 + li).all() and (layer.values[1] == -4.0 - li).all()
+        assert (layer.keys[0, :, -5:] == 1.0 + li).all() and (layer.keys[0, :, :-5] == 0).all()
+        assert (layer.keys[2, :, -6:] == 3.0 + li).all() and (layer.keys[2, :, :-6] == 0).all()
+    assert not batch.put(0, row(10 + JOIN_ROOM, 5.0))  # beyond the room: the engine rebuilds
+    batch.rebuild([1, 2])
+    assert batch.width == 10 and batch.mask.sum(1).tolist() == [10, 6]
+    assert (batch.layers[1].keys[0] == 5.0).all() and (batch.layers[1].keys[1, :, -6:] == 4.0).all()
+
+
 def test_packed_weights_match_plain_linear_for_every_row_count():
     from reinagent.llm.packed import PackedLinear, pack_linears
 
