@@ -31,19 +31,19 @@ from reinagent.records import Message  # noqa: E402
 
 FEW_SHOT = """Answer the question with a short thought, then one action.
 
-Question: What is the elevation range for the area that the eastern sector of the Colorado orogeny extends into?
-Thought: I need to search Colorado orogeny, find the area that the eastern sector extends into, then find its elevation range.
-Action: Search[Colorado orogeny]
-Observation: The Colorado orogeny was an episode of mountain building in Colorado and surrounding areas. The eastern sector extends into the High Plains.
-Thought: The High Plains rise in elevation from around 1,800 to 7,000 ft, so the answer is 1,800 to 7,000 ft.
-Action: Finish[1,800 to 7,000 ft]
+Question: Which river flows past the place where the composer of the opera Rusalka was born?
+Thought: I need to find who composed Rusalka, then where he was born, then which river flows there.
+Action: Search[Rusalka opera]
+Observation: Rusalka is an opera by the Czech composer Antonin Dvorak, first performed in Prague in 1901. Dvorak was born in Nelahozeves, a village on the Vltava river north of Prague.
+Thought: Dvorak was born in Nelahozeves, which lies on the Vltava, so the answer is the Vltava.
+Action: Finish[Vltava]
 
-Question: Musician and satirist Allie Goertz wrote a song about the "The Simpsons" character Milhouse, who Matt Groening named after who?
-Thought: The question simplifies to who Milhouse is named after. I only need to search Milhouse.
-Action: Search[Milhouse]
-Observation: Milhouse Mussolini Van Houten is a recurring character in the Fox animated television series The Simpsons, named by Matt Groening after President Richard Nixon's middle name.
-Thought: Milhouse was named after U.S. president Richard Nixon, so the answer is Richard Nixon.
-Action: Finish[Richard Nixon]
+Question: Was the inventor of the telephone older or younger than the founder of the Red Cross when each died?
+Thought: I need the inventor of the telephone and the founder of the Red Cross, and their ages at death.
+Action: Search[Alexander Graham Bell]
+Observation: Alexander Graham Bell (1847-1922) was a Scottish-born inventor credited with patenting the first practical telephone. Henry Dunant (1828-1910), who founded the Red Cross, died at 82.
+Thought: Bell died at 75 and Dunant at 82, so the inventor of the telephone was younger when he died.
+Action: Finish[younger]
 """
 
 QUESTIONS = [
@@ -143,6 +143,19 @@ def decoding_steps(rows: tuple[int, ...] = (1, 8), steps: int = 20) -> dict[int,
     return result
 
 
+def cpu_name() -> str:
+    """The CPU model and its widest vector unit: the batching ratio depends on both (measured
+    for episodes: 3.0-3.2x on an Intel core with AVX-512 and AMX, 2.6x on an AVX2 AMD EPYC core)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "cpu unknown"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "cpu unknown")
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    vector = next((f for f in ("avx512f", "avx2", "avx") if f in flags), "no avx")
+    return f"{name}, {vector}"
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cold", action="store_true", help="also time a cold GGUF conversion (about 30 s)")
@@ -150,7 +163,7 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="model calls per episode (default 3)")
     args = parser.parse_args()
     # Other processes on the machine change every figure: say how busy it was.
-    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus ({cpu_name()})")
 
     if args.cold:
         with tempfile.TemporaryDirectory() as tmp:
