@@ -145,13 +145,13 @@ def decoding_steps(rows: tuple[int, ...] = (1, 8), steps: int = 20) -> dict[int,
 
 def cpu_name() -> str:
     """The CPU model and its widest vector unit: the batching ratio depends on both (measured
-    for episodes: 3.0-3.2x on an Intel core with AVX-512 and AMX, 2.6x on an AVX2 AMD EPYC core)."""
+    for episodes: 3.0-3.2x on an Intel core with AVX-512 and AMX, 2.4-2.6x on an AVX2 AMD EPYC core)."""
     try:
-        info = Path("/proc/cpuinfo").read_text()
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
         return "cpu unknown"
-    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "cpu unknown")
-    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), []))
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "cpu unknown")
+    flags = set(next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), []))
     vector = next((f for f in ("avx512f", "avx2", "avx") if f in flags), "no avx")
     return f"{name}, {vector}"
 

@@ -63,6 +63,11 @@ class SlabLayer(DynamicLayer):
         self.keys, self.values = self._kbuf[:, :, s : s + m], self._vbuf[:, :, s : s + m]
         return self.keys, self.values
 
+    @property
+    def room(self) -> int:
+        """Free columns before the keys, which `widen` may take."""
+        return self._start
+
     def widen(self, columns: int) -> None:
         """Prepend `columns` zero columns from the room before the keys (see `BatchKV.put`)."""
         assert self._kbuf is not None and self._vbuf is not None and columns <= self._start
@@ -135,7 +140,7 @@ class BatchKV:
             keys = k0.new_empty(b, k0.shape[1], cols, k0.shape[-1])
             values = v0.new_empty(b, v0.shape[1], cols, v0.shape[-1])
             rows = [(self.layers[li].keys[old : old + 1, :, self.width - w :], self.layers[li].values[old : old + 1, :, self.width - w :])
-                    for old, w in zip(keep, lengths, strict=False)] + [row[li] for row in new]
+                    for old, w in zip(keep, lengths[: len(keep)], strict=True)] + [row[li] for row in new]
             for i, (k, v) in enumerate(rows):
                 w = k.shape[-2]
                 # Zeros, not garbage, in the padding: masked keys still enter q.k before the mask
@@ -153,7 +158,7 @@ class BatchKV:
         of it when the row is longer; False when there is not room enough."""
         n = row[0][0].shape[-2]
         if n > self.width:  # the next step of an episode is longer than every running row
-            if n - self.width > self.layers[0]._start:
+            if n - self.width > self.layers[0].room:
                 return False
             for layer in self.layers:
                 layer.widen(n - self.width)
