@@ -135,8 +135,29 @@ class TrialRecord(BaseModel):
         return max(0.0, self.finished_at - self.started_at)
 
 
+class Supersede(BaseModel):
+    """A marker line in records.jsonl: the listed (task, trial) records written *before* it no longer
+    count (`resume --from-trial` / `--retry-errors`). Appended and fsynced before any redo starts, so
+    a resume killed right after it still leaves no stale trial for reports or the next resume.
+    Records of the same (task, trial) appended after the marker count as usual."""
+
+    kind: Literal["supersede"] = "supersede"  # first key on purpose: readers tell markers by it
+    keys: list[tuple[str, int]]
+    reason: str
+    at: float = 0.0
+
+
+class SpecChange(BaseModel):
+    """One change made to a run after it started (e.g. `resume --num-trials 5`), kept in the spec."""
+
+    at: float
+    command: list[str] = Field(default_factory=list)
+    changes: dict[str, Any] = Field(default_factory=dict)
+
+
 class RunSpec(BaseModel):
-    """Provenance of a run, written once when it starts: enough to reproduce or resume it."""
+    """Provenance of a run, written when it starts: enough to reproduce or resume it. A resume that
+    changes the run (more trials, redone trials) rewrites it atomically and adds to `history`."""
 
     config: dict[str, Any]
     task_ids: list[str]
@@ -149,3 +170,4 @@ class RunSpec(BaseModel):
     command: list[str] = Field(default_factory=list)
     settings: dict[str, Any] = Field(default_factory=dict)  # the benchmark's setting, e.g. docstore kind
     format_version: int = 1
+    history: list[SpecChange] = Field(default_factory=list)  # changes since the run started, oldest first

@@ -1,10 +1,17 @@
 """The run directory: the single source of truth of a run.
 
-    spec.json       RunSpec, written once (atomically) when the run starts
-    records.jsonl   one TrialRecord per (task, trial), appended and fsynced as soon as it ends
+    spec.json                  RunSpec, written atomically when the run starts; `history` lists
+                               later changes (resume --num-trials, --from-trial, --retry-errors)
+    records.jsonl              one TrialRecord per (task, trial), appended and fsynced as soon as it
+                               ends, and `supersede` markers (records.Supersede)
+    run.lock                   flock'd by the one process writing to the run (see runlock.py)
+    records.quarantine.jsonl   lines `reinagent repair` moved out of records.jsonl
 
-A run killed at any moment (SIGKILL included) leaves at most one partial last line, which the next
-open drops before appending; every complete line is a finished (task, trial) that is never redone.
+Reading: lines in order; a marker drops the (task, trial)s it lists from what was read before it;
+a later record of a (task, trial) replaces an earlier one. A run killed at any moment (SIGKILL
+included) leaves at most one partial last line; the next writer cuts it (or, when it is a complete
+record missing only its newline, completes it) before appending. A failed write (disk full) is cut
+back to where it started, so the file always ends with a whole line.
 """
 
 from __future__ import annotations
@@ -12,25 +19,49 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, TrialRecord
+from reinagent.records import RunSpec, Supersede, TrialRecord
+from reinagent.runlock import RunLock
 
 SPEC = "spec.json"
 RECORDS = "records.jsonl"
+QUARANTINE = "records.quarantine.jsonl"
+
+Entry = TrialRecord | Supersede
 
 
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str | bytes) -> None:
     """Write via a temp file + rename, so readers see the old or the new file, never half."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)  # the rename itself survives a power cut
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -49,37 +80,80 @@ def read_spec(run_dir: Path) -> RunSpec:
         raise RunDirError(f"{run_dir / SPEC} is corrupt: {str(err).splitlines()[0]}") from None
 
 
-def read_records(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[TrialRecord]:
-    """All complete records, in the order they were appended.
+def parse_line(raw: bytes) -> Entry:
+    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed."""
+    if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
+        return Supersede.model_validate_json(raw)
+    return TrialRecord.model_validate_json(raw)
 
-    A malformed line in the middle is corruption and is reported with its line number; a
-    malformed *last* line without its newline is a write cut short by a kill and is ignored.
+
+def _problem(err: Exception) -> str:
+    return str(err).splitlines()[0]
+
+
+def read_log(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[Entry]:
+    """Every record and marker, in the order they were appended.
+
+    A malformed line in the middle is corruption, reported as file:line; a malformed *last* line
+    without its newline is a write cut short by a kill and is ignored.
     """
     path = Path(run_dir) / RECORDS
     if not path.exists():
         return []
-    records: list[TrialRecord] = []
-    data = path.read_bytes()
-    lines = data.split(b"\n")
+    entries: list[Entry] = []
+    lines = path.read_bytes().split(b"\n")
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        is_tail = number == len(lines)  # no newline after it: possibly cut short
         try:
-            records.append(TrialRecord.model_validate_json(raw))
-        except (ValidationError, ValueError) as err:
-            if is_tail and tolerate_partial_tail:
+            entries.append(parse_line(raw))
+        except ValueError as err:
+            if number == len(lines) and tolerate_partial_tail:  # no newline after it: cut short
                 break
-            detail = str(err).splitlines()[0]
-            raise RunDirError(f"corrupt record file {path}, line {number}: {detail}") from None
-    return records
+            raise RunDirError(
+                f"corrupt record file {path}:{number} (line {number}): {_problem(err)}; "
+                f"`reinagent repair {run_dir}` moves bad lines to {QUARANTINE}"
+            ) from None
+    return entries
+
+
+def live_records(entries: list[Entry]) -> list[TrialRecord]:
+    """The records that count: one per (task, trial), the last one appended, minus those a later
+    marker superseded; in the order the kept records were appended."""
+    live: dict[tuple[str, int], TrialRecord] = {}
+    for entry in entries:
+        if isinstance(entry, Supersede):
+            for task_id, trial in entry.keys:
+                live.pop((task_id, trial), None)
+        else:
+            key = (entry.task_id, entry.trial)
+            live.pop(key, None)  # re-inserted last: the list follows the order of appends
+            live[key] = entry
+    return list(live.values())
+
+
+def read_records(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[TrialRecord]:
+    """The live records of a run (see `live_records`)."""
+    return live_records(read_log(run_dir, tolerate_partial_tail=tolerate_partial_tail))
+
+
+def check_new_run_dir(run_dir: Path) -> None:
+    """`run --run-dir D` needs D to be new (or an empty folder): a run there is resumed instead."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"--run-dir {run_dir} is a file, not a directory; pass a new directory")
+    if is_run_dir(run_dir) or (run_dir / RECORDS).exists():
+        raise RunDirError(f"{run_dir} already holds a run; continue it with `reinagent resume {run_dir}` "
+                          "or pass another --run-dir")
 
 
 class RunStore:
-    """Appends records to a run directory; safe to call from many coroutines and threads."""
+    """Appends to a run directory; safe to call from many coroutines and threads of the one
+    process that holds the run's lock (taken on create/open, or on the first append)."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
+        self.lock = RunLock(self.run_dir)
         self._lock = threading.Lock()  # one writer (write + fsync) at a time
         self._queue_lock = threading.Lock()  # guards the group-commit queue below
         self._queued: list[str] = []
@@ -89,43 +163,90 @@ class RunStore:
     @classmethod
     def create(cls, run_dir: Path, spec: RunSpec) -> "RunStore":
         run_dir = Path(run_dir)
-        if is_run_dir(run_dir):
-            raise RunDirError(
-                f"{run_dir} already holds a run; use `reinagent resume {run_dir}` or another --run-dir"
-            )
+        check_new_run_dir(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(run_dir / SPEC, spec.model_dump_json(indent=2))
-        return cls(run_dir)
+        store = cls(run_dir)
+        store.lock.acquire()
+        try:
+            check_new_run_dir(run_dir)  # again under the lock: two `run`s on one new directory
+            atomic_write(run_dir / SPEC, spec.model_dump_json(indent=2))
+        except BaseException:
+            store.close()
+            raise
+        return store
 
     @classmethod
     def open(cls, run_dir: Path) -> tuple["RunStore", RunSpec, list[TrialRecord]]:
-        spec = read_spec(run_dir)
-        records = read_records(run_dir)
+        """Lock the run, then read it: nobody appends between the read and our first write."""
+        spec = read_spec(run_dir)  # a clear error for a missing or foreign directory first
         store = cls(run_dir)
-        store._drop_partial_tail()
+        store.lock.acquire()
+        try:
+            spec = read_spec(run_dir)
+            records = read_records(run_dir)
+            store._mend_tail()
+        except BaseException:
+            store.close()
+            raise
         return store, spec, records
 
-    def _drop_partial_tail(self) -> None:
-        """Cut a last line that a kill left without its newline, so appends start clean."""
+    def close(self) -> None:
+        self.lock.release()
+
+    def _mend_tail(self) -> None:
+        """A last line without its newline: a complete record gets its newline (nothing finished is
+        lost); a line cut short by a kill is cut off, so appends start on a clean line."""
         path = self.run_dir / RECORDS
         if not path.exists():
             return
         data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            keep = data.rfind(b"\n") + 1
+        if not data or data.endswith(b"\n"):
+            return
+        keep = data.rfind(b"\n") + 1
+        try:
+            parse_line(data[keep:])
+        except ValueError:
             with open(path, "r+b") as fh:
                 fh.truncate(keep)
                 os.fsync(fh.fileno())
+        else:
+            self._write(b"\n")
 
-    def append(self, record: TrialRecord) -> None:
-        # One write() of one whole line, then fsync: the record is durable before we move on.
-        line = record.model_dump_json() + "\n"
-        with self._lock, open(self.run_dir / RECORDS, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+    def _write(self, data: bytes) -> None:
+        """Append `data` and fsync; on any failure (disk full, file size limit, a signal) cut the
+        file back to where this write started, so it never ends in a partial line."""
+        self.lock.acquire()  # a store made with RunStore(dir) locks on its first append
+        path = self.run_dir / RECORDS
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            start = os.fstat(fd).st_size  # we hold the run lock: nobody else appends
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException as err:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+                if isinstance(err, OSError):
+                    raise RunDirError(
+                        f"could not write {path}: {err.strerror or err}; it was cut back to its last "
+                        f"complete record; free space, then `reinagent resume {self.run_dir}`"
+                    ) from None
+                raise
+        finally:
+            os.close(fd)
 
-    async def append_async(self, record: TrialRecord) -> None:
+    def append(self, entry: Entry) -> None:
+        # One write of whole lines, then fsync: the record is durable before we move on.
+        with self._lock:
+            self._write((entry.model_dump_json() + "\n").encode("utf-8"))
+
+    def supersede(self, keys: list[tuple[str, int]], reason: str) -> None:
+        """Durably retire these (task, trial) records before anything redoes them."""
+        self.append(Supersede(keys=sorted(keys), reason=reason, at=time.time()))
+
+    async def append_async(self, record: Entry) -> None:
         """`append` for coroutines: returns once the record is durable, without blocking the event
         loop. Records that finish together share one write and one fsync (group commit): an fsync
         takes ~10 ms on a virtual disk, and 100 episodes ending at once must not queue 100 of them."""
@@ -146,15 +267,16 @@ class RunStore:
                 lines, self._queued = self._queued, []
                 upto = self._enqueued
             try:
-                with open(self.run_dir / RECORDS, "a", encoding="utf-8") as fh:
-                    fh.write("".join(lines))
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                self._write("".join(lines).encode("utf-8"))
             except BaseException:
                 with self._queue_lock:  # not durable: the next writer tries these lines again
                     self._queued[:0] = lines
                 raise
             self._durable = upto
+
+    def update_spec(self, spec: RunSpec) -> None:
+        self.lock.acquire()
+        atomic_write(self.run_dir / SPEC, spec.model_dump_json(indent=2))
 
     def write_json(self, name: str, data: object) -> None:
         atomic_write(self.run_dir / name, json.dumps(data, indent=2, default=str))
