@@ -15,11 +15,27 @@ class RunDirError(ReinagentError):
     """A run directory that does not exist, is not a run, or has a corrupt record file."""
 
 
-class ModelError(Exception):
-    """A model call that failed for good (not retryable, or retries exhausted).
+class InfrastructureError(Exception):
+    """The machinery failed, not the model: a broken model reply, a server that answered
+    nonsense, a sandbox that could not start.
 
-    The runner records it as the error of that one (task, trial) and carries on.
+    The runner records it as the `error` of that one (task, trial), never as a failed attempt:
+    no success verdict, no reflection, nothing enters the task's memory, and
+    `reinagent resume --retry-errors` redoes it.
     """
+
+
+class ModelError(InfrastructureError):
+    """A model call that failed for good (not retryable, or retries exhausted)."""
+
+
+class MalformedResponseError(ModelError):
+    """A model server answered with something that is not a chat completion: invalid JSON, an
+    HTML page with status 200, `message: null`, no choices. Not the model's answer."""
+
+
+class SandboxError(InfrastructureError):
+    """The sandbox could not run a program at all (it could not start), so there is no verdict."""
 
 
 def choices(names) -> str:

@@ -30,7 +30,11 @@ class CoderAgent(Agent):
     name: ClassVar[str] = "coder"
 
     def __init__(self, config):
-        explicit = "max_tokens" in config.model_fields_set
+        # The framework-wide default means "the agent's default". Compared by value, not by
+        # model_fields_set: a config rebuilt from spec.json on resume has every field set, and
+        # must ask for the same max_tokens as the run it continues.
+        framework_default = type(config).model_fields["max_tokens"].default
+        explicit = "max_tokens" in config.model_fields_set and config.max_tokens != framework_default
         max_tokens = config.max_tokens if explicit else DEFAULT_MAX_TOKENS
         self.num_tests = config.num_internal_tests
         self.impl_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)

@@ -5,8 +5,9 @@ episode plays in a worker process that holds exactly one game. Workers are poole
 episode hands its worker back and the next episode loads its game there, which saves the ~1 s of
 imports per episode; the pool caps how many workers (~100 MB each) exist at once.
 
-No orphans: workers ignore SIGINT (the parent decides when to stop them), exit on their own when
-the parent's end of their socket closes (the parent exited or was killed, even by SIGKILL), and
+No orphans: workers ignore SIGINT (the parent decides when to stop them), are killed by the
+kernel when the parent dies (PR_SET_PDEATHSIG, even by SIGKILL, even mid-step), exit on their own
+when the parent's end of their socket closes, and
 `WorkerPool.close()` (the benchmark's close(), which the runner calls also on Ctrl-C and crashes)
 terminates them all. A worker whose step failed, timed out or was
 interrupted is killed and never reused, so one broken game cannot leak into the next episode.
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -54,7 +56,7 @@ class _Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "reinagent.benchmarks.alfworld_worker", str(child.fileno())],
+            [sys.executable, "-m", "reinagent.benchmarks.alfworld_worker", str(child.fileno()), str(os.getpid())],
             pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
         )
         child.close()  # only the worker holds that end: its EOF tells us it died, and vice versa
@@ -97,6 +99,22 @@ class _Worker:
         self.conn.close()
 
 
+_SPAWNER: ThreadPoolExecutor | None = None
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawn() -> _Worker:
+    """A new worker, started from one long-lived thread. PR_SET_PDEATHSIG fires when the *thread*
+    that started the worker exits, not only its process: a worker started from a short-lived
+    thread (a server's idle-timing thread pool) would be killed mid-episode."""
+    global _SPAWNER
+    with _SPAWNER_LOCK:
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="alfworld-spawner")
+        spawner = _SPAWNER
+    return spawner.submit(_Worker).result()
+
+
 def default_workers() -> int:
     """REINAGENT_ALFWORLD_WORKERS, else 4 per CPU core, at most 32 (each worker ~100 MB)."""
     if os.environ.get("REINAGENT_ALFWORLD_WORKERS"):
@@ -128,7 +146,7 @@ class WorkerPool:
                 return None
             self._reserved += 1
         try:
-            worker = _Worker()  # spawning takes a moment: not under the lock
+            worker = _spawn()  # spawning takes a moment: not under the lock
         finally:
             with self._lock:
                 self._reserved -= 1

@@ -1,8 +1,10 @@
 """The ALFWorld worker process: holds one text game at a time and answers the parent's requests.
 
-    python -m reinagent.benchmarks.alfworld_worker FD
+    python -m reinagent.benchmarks.alfworld_worker FD PARENT_PID
 
-FD is this process's end of a socket pair (see alfworld_env._Worker). Requests are pickled
+FD is this process's end of a socket pair (see alfworld_env._Worker); PARENT_PID the framework
+process, whose death (even by SIGKILL, even while this worker is busy in a long planner step)
+kills the worker at once through PR_SET_PDEATHSIG. Requests are pickled
 tuples: ("load", path, expert) / ("step", command) / ("close",); each gets ("ok", view) or
 ("error", traceback text). `expert` is None, "planner" (textworld's PDDL planner, fast-downward: an
 optimal plan, made at reset as the game's walkthrough and again whenever the agent leaves it) or
@@ -11,11 +13,34 @@ optimal plan, made at reset as the game's walkthrough and again whenever the age
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import sys
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel for SIGKILL when the parent dies. The socket's EOF also tells an idle worker
+    that the parent is gone, but a worker busy in a step (the PDDL planner can take minutes)
+    would outlive it; this does not wait for the worker to look.
+
+    The signal follows the parent *thread* that spawned the worker: the pool spawns from the
+    event loop's thread, which lives as long as the run."""
+    if sys.platform != "linux":
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
 
 
 def serve(conn: Connection) -> None:
@@ -93,4 +118,6 @@ def state_view(state: Any, done: bool) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        die_with_parent(int(sys.argv[2]))
     serve(Connection(int(sys.argv[1])))

@@ -41,8 +41,11 @@ def backend_of(model: str, base_url: str | None = None) -> str:
     )
 
 
-def make_llm(model: str, *, base_url: str | None = None, role: str = "actor") -> LLM:
-    """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`)."""
+def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", api_key_env: str | None = None) -> LLM:
+    """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`).
+
+    A `base_url` server gets REINAGENT_SERVER_API_KEY or the variable `api_key_env` names, never
+    a hosted provider's key (see `reinagent.llm.wire.endpoint_key`)."""
     kind = backend_of(model, base_url)
     if kind == "scripted":
         from reinagent.llm.scripted import ScriptedLLM
@@ -56,10 +59,10 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor") ->
     if kind == "openai-compatible":
         from reinagent.llm.openai_compat import OpenAICompatLLM
 
-        return OpenAICompatLLM(model, base_url=base_url)
+        return OpenAICompatLLM(model, base_url=base_url, api_key_env=api_key_env)
     from reinagent.llm.litellm_backend import LiteLLM
 
-    return LiteLLM(model, api_base=base_url)
+    return LiteLLM(model, api_base=base_url, api_key_env=api_key_env)
 
 
 def import_litellm():
@@ -72,10 +75,16 @@ def import_litellm():
     return litellm
 
 
-def check_credentials(model: str, base_url: str | None = None) -> None:
+def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
-    if backend_of(model, base_url) != "litellm":
+    from reinagent.llm.wire import endpoint_key, is_provider_endpoint
+
+    kind = backend_of(model, base_url)
+    if api_key_env:
+        endpoint_key(base_url, api_key_env)  # ConfigError when the named variable is not set
         return
+    if kind != "litellm" or (base_url and not is_provider_endpoint(base_url)):
+        return  # a --base-url server is not sent the provider's key, so it need not be set
     # An empty variable is as good as a missing one.
     for name in [k for k, v in os.environ.items() if v == "" and k.endswith(("_KEY", "_TOKEN"))]:
         del os.environ[name]

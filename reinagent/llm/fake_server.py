@@ -1,8 +1,10 @@
 """A real OpenAI-compatible HTTP server on loopback, for tests and performance scripts.
 
 It answers `POST /v1/chat/completions` after a fixed latency, can fail chosen requests (HTTP
-429 with Retry-After, 5xx, a dropped connection) and records every request it saw, so retries,
-concurrency and caching are tested against real sockets rather than mocks.
+429 with Retry-After, 5xx, a dropped connection, and broken 200s: an HTML page, invalid JSON,
+`message: null`, no choices, a body cut short) and records every request it saw, with the
+Authorization header it carried and when it arrived and was answered, so retries, key routing,
+concurrency, caching and kills are tested against real sockets rather than mocks.
 
     with FakeOpenAIServer(latency_s=0.2) as server:
         ... --model openai/fake --base-url {server.base_url}
@@ -11,6 +13,7 @@ concurrency and caching are tested against real sockets rather than mocks.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -18,8 +21,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = Callable[[list[dict[str, Any]]], str]
-# a fault plan maps the 1-based request number to "429", "500", "503", "400" or "drop"
+# a fault plan maps the 1-based request number to an HTTP status ("429", "500", "503", "400",
+# ...), "drop" (connection closed, no answer) or one of BROKEN_200 (status 200, not a completion)
 Faults = dict[int, str]
+BROKEN_200 = ("html", "badjson", "null_message", "no_choices", "cut", "cut_eof")
 
 
 def default_reply(messages: list[dict[str, Any]]) -> str:
@@ -34,6 +39,12 @@ class _Server(ThreadingHTTPServer):
     # dropped one waits a full second to retry: a delay real servers (backlog 2048) do not have.
     request_queue_size = 1024
 
+    def handle_error(self, request, client_address) -> None:
+        # A client killed mid-connection (the kill campaign does that on purpose) is no error.
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class FakeOpenAIServer:
     def __init__(self, *, latency_s: float = 0.0, reply: Reply = default_reply,
@@ -46,6 +57,8 @@ class FakeOpenAIServer:
         self.retry_after_s = retry_after_s
         self.requests: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
+        # per request: [monotonic time received, monotonic time its answer was written or None]
+        self.timings: list[list[float | None]] = []
         self._lock = threading.Lock()
         self._server = _Server((host, 0), self._handler())
         self._server.daemon_threads = True
@@ -60,6 +73,12 @@ class FakeOpenAIServer:
     def count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    def in_flight(self, at: float, window_s: float = 0.0) -> int:
+        """Requests received by monotonic time `at` and not answered by `at - window_s`: those a
+        client killed at `at` may not have stored yet."""
+        with self._lock:
+            return sum(1 for got, done in self.timings if got <= at and (done is None or done > at - window_s))
 
     def __enter__(self) -> "FakeOpenAIServer":
         self._thread.start()
@@ -83,13 +102,26 @@ class FakeOpenAIServer:
                 with server._lock:
                     server.requests.append(body)
                     server.headers_seen.append(dict(self.headers))
+                    server.timings.append([time.monotonic(), None])
                     number = len(server.requests)
+                try:
+                    self._answer(body, number)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client is gone (killed, or it gave up): nobody to answer
+                finally:
+                    with server._lock:
+                        server.timings[number - 1][1] = time.monotonic()
+
+            def _answer(self, body: dict[str, Any], number: int) -> None:
                 fault = server.faults.get(number) or (server.fault_when(body) if server.fault_when else None)
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(2)
+                    return
+                if fault in BROKEN_200:
+                    self._broken(fault, number, body)
                     return
                 if fault:
                     self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "fault"}},
@@ -108,6 +140,39 @@ class FakeOpenAIServer:
                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
                               "total_tokens": prompt_tokens + len(text.split())},
                 })
+
+            def _broken(self, fault: str, number: int, body: dict[str, Any]) -> None:
+                completion = {"id": f"chatcmpl-{number}", "object": "chat.completion", "model": "fake"}
+                if fault == "html":
+                    self._raw(200, b"<!DOCTYPE html><html><body><h1>Sign in to the proxy</h1></body></html>",
+                              "text/html; charset=utf-8")
+                elif fault == "badjson":
+                    self._raw(200, b'{"choices": [oops]}', "application/json")
+                elif fault == "null_message":
+                    self._send(200, {**completion, "choices": [{"index": 0, "finish_reason": "stop", "message": None}]})
+                elif fault == "no_choices":
+                    self._send(200, {**completion, "choices": []})
+                else:  # a body cut short: half of a good completion, then the connection closes
+                    data = json.dumps({**completion, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": server.reply(body.get("messages", []))}}]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    if fault == "cut":  # announces the whole length, sends half
+                        self.send_header("Content-Length", str(len(data)))
+                    else:  # "cut_eof": no length; the body ends where the connection does
+                        self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+
+            def _raw(self, status: int, data: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()

@@ -7,18 +7,28 @@ from collections.abc import Sequence
 
 from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
 from reinagent.llm.retry import RetryPolicy
+from reinagent.llm.wire import ChatCompletion, endpoint_key, is_provider_endpoint, validate_completion
 from reinagent.records import Message
+
+NO_KEY = "no-key"  # sent to a keyless server instead of letting litellm find a provider's key
 
 
 class LiteLLM(LLM):
     default_concurrency = 16
 
     def __init__(self, model: str, *, api_base: str | None = None, timeout_s: float = 120.0,
-                 retry: RetryPolicy | None = None):
+                 retry: RetryPolicy | None = None, api_key_env: str | None = None):
         self.name = model
         self.api_base = api_base
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
+        # Without an explicit key litellm reads the provider's variable (OPENAI_API_KEY,
+        # ANTHROPIC_API_KEY, ...) and sends it wherever api_base points. A server the user
+        # named gets REINAGENT_SERVER_API_KEY / --api-key-env, or a placeholder that is no secret.
+        self._api_key: str | None = None
+        own_endpoint = is_provider_endpoint(api_base) and model.startswith("openai/")
+        if api_key_env or (api_base and not own_endpoint):
+            self._api_key = endpoint_key(api_base, api_key_env) or NO_KEY
 
     async def generate(
         self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
@@ -40,8 +50,11 @@ class LiteLLM(LLM):
             kwargs["top_p"] = params.top_p
         if self.api_base:
             kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
         start = time.perf_counter()
         response, attempts = await self.retry.call(lambda: litellm.acompletion(**kwargs), what=f"model {self.name}")
+        reply = _validated(response, self.name)
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
         try:
@@ -49,7 +62,7 @@ class LiteLLM(LLM):
         except Exception:  # noqa: BLE001 - models without a price entry
             cost = None
         return Completion(
-            text=strip_stop(choice.message.content or "", params.stop),
+            text=strip_stop(reply.text, params.stop),
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             latency_s=time.perf_counter() - start,
@@ -58,3 +71,9 @@ class LiteLLM(LLM):
             finish_reason=getattr(choice, "finish_reason", None),
             extra={"attempts": attempts} if attempts > 1 else {},
         )
+
+
+def _validated(response, model: str) -> ChatCompletion:
+    """litellm's response checked like a raw server's (no choices, `message: null`)."""
+    data = response.model_dump() if hasattr(response, "model_dump") else dict(response)
+    return validate_completion(data, f"the server of model {model}")

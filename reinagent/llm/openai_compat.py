@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +18,7 @@ from urllib.parse import urlsplit
 
 from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
 from reinagent.llm.retry import RetryPolicy
+from reinagent.llm.wire import ChatCompletion, endpoint_key, parse_body, validate_completion
 from reinagent.records import Message
 
 
@@ -45,15 +45,18 @@ class ServerConnectionError(ConnectionError):
 class OpenAICompatLLM(LLM):
     default_concurrency = 16
 
-    def __init__(self, model: str, *, base_url: str, timeout_s: float = 120.0, retry: RetryPolicy | None = None):
+    def __init__(self, model: str, *, base_url: str, timeout_s: float = 120.0, retry: RetryPolicy | None = None,
+                 api_key_env: str | None = None):
         self.name = model
         self.served_name = model.split("/", 1)[1] if model.startswith("openai/") else model
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
-        key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        # OPENAI_API_KEY only for OpenAI's own endpoint; any other server gets
+        # REINAGENT_SERVER_API_KEY or the variable --api-key-env names (see wire.endpoint_key).
+        key = endpoint_key(base_url, api_key_env)
         self._headers = {"Content-Type": "application/json"}
-        if not urlsplit(base_url).username:  # user:password@ in the URL is aiohttp's basic auth
+        if key and not urlsplit(base_url).username:  # user:password@ in the URL is aiohttp's basic auth
             self._headers["Authorization"] = f"Bearer {key}"
         # A session belongs to the event loop it was made in, so it is made on first use.
         self._session: Any = None
@@ -79,37 +82,40 @@ class OpenAICompatLLM(LLM):
     ) -> Completion:
         payload = self._payload(messages, params)
         start = time.perf_counter()
-        body, attempts = await self.retry.call(lambda: self._post(payload), what=f"model {self.name}")
-        choices = body.get("choices") or []
-        if not choices:  # some servers answer 200 with an error object
-            from reinagent.errors import ModelError
-
-            raise ModelError(f"model {self.name} returned no choices: {str(body.get('error', body))[:300]}")
-        choice = choices[0]
-        usage = body.get("usage") or {}
+        reply, attempts = await self.retry.call(lambda: self._post(payload), what=f"model {self.name}")
+        usage = reply.usage
         return Completion(
-            text=strip_stop((choice.get("message") or {}).get("content") or "", params.stop),
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
+            text=strip_stop(reply.text, params.stop),
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
             latency_s=time.perf_counter() - start,
             cost_usd=None,  # a self-hosted server has no price list
             model=self.name,
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=reply.choices[0].finish_reason,
             extra={"attempts": attempts} if attempts > 1 else {},
         )
 
-    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, payload: dict[str, Any]) -> ChatCompletion:
+        """One attempt. Validated here, inside the retry: a cut body is retried like a dropped
+        connection, a malformed one (MalformedResponseError) is not."""
         import aiohttp
 
         session = self._client()
+        what = f"the server of model {self.name}"
         try:
             async with session.post(self.url, json=payload, headers=self._headers) as response:
                 if response.status >= 400:
                     text = await response.text()
                     raise HTTPStatusError(response.status, _error_message(text), response.headers)
-                return json.loads(await response.read())  # not .json(): it sniffs the charset per call
+                # not .json(): it sniffs the charset per call
+                data = parse_body(await response.read(), response.headers.get("Content-Type", ""), what)
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as err:
             raise ServerConnectionError(f"{type(err).__name__}: {err}") from None
+        error = data.get("error")
+        if not data.get("choices") and isinstance(error, dict) and isinstance(error.get("code"), int):
+            # a 200 that carries an error status (some gateways): retried when that status is
+            raise HTTPStatusError(error["code"], str(error.get("message", ""))[:500], {})
+        return validate_completion(data, what)
 
     def _client(self) -> Any:
         import aiohttp

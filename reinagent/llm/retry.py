@@ -1,8 +1,8 @@
 """Retries for hosted and served models: exponential backoff with jitter, honouring Retry-After.
 
-Transient failures (HTTP 408/409/429/5xx, timeouts, dropped connections) are retried; anything
-else, or a transient failure that outlasts the attempts, becomes a ModelError that the runner
-records against that one (task, trial).
+Transient failures (HTTP 408/409/429/5xx, timeouts, dropped connections, a body cut short) are
+retried; anything else, or a transient failure that outlasts the attempts, becomes a ModelError
+that the runner records against that one (task, trial).
 """
 
 from __future__ import annotations
@@ -99,4 +99,6 @@ class RetryPolicy:
             return result, attempts
         except Exception as err:  # noqa: BLE001 - every failure becomes one clear ModelError
             kind = "gave up after retries" if is_transient(err) else "failed"
-            raise ModelError(redact(f"{what} {kind} ({attempts} attempt(s)): {type(err).__name__}: {err}")) from None
+            # A malformed reply keeps its class: the runner and the tests tell it apart.
+            cls = type(err) if isinstance(err, ModelError) else ModelError
+            raise cls(redact(f"{what} {kind} ({attempts} attempt(s)): {type(err).__name__}: {err}")) from None

@@ -30,10 +30,11 @@ def response_cache_dir(config: RunConfig) -> Path:
     return Path(config.cache_dir).expanduser() if config.cache_dir else cache_root() / "responses"
 
 
-def build_llm(model: str, config: RunConfig, *, role: str = "actor") -> LLM:
-    """Backend for `model` as configured for this run."""
+def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: str | None = None) -> LLM:
+    """Backend for `model` as configured for this run. `run_key` names the run for the response
+    cache: with cache_scope "run" (the default) only calls of that run are replayed."""
     kind = backend_of(model, config.base_url)
-    backend = make_llm(model, base_url=config.base_url, role=role)
+    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env)
     llm = backend
     if config.max_model_concurrency:
         from reinagent.llm.limit import LimitedLLM
@@ -45,7 +46,10 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor") -> LLM:
         store = open_store(config)
         if store is not None:
             weights = getattr(backend, "source", None) if kind == "local" else None  # the file or folder loaded
-            llm = CachedLLM(llm, store, model_identity(model, config.base_url, weights))
+            from reinagent.llm.cache import scoped_identity
+
+            identity = scoped_identity(model_identity(model, config.base_url, weights), config.cache_scope, run_key)
+            llm = CachedLLM(llm, store, identity)
     return llm
 
 
