@@ -3,6 +3,7 @@ extraction from messy model output, internal-test feedback, and the check-soluti
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -11,6 +12,7 @@ import pytest
 from reinagent import benchmarks
 from reinagent.benchmarks.programming import build_program, render_feedback
 from reinagent.config import RunConfig
+from reinagent.records import Trajectory
 from reinagent.env import check_env
 from reinagent.programming.extract import doctest_asserts, extract_code, extract_tests, syntax_error
 from reinagent.sandbox import ExecJob, Sandbox
@@ -44,16 +46,21 @@ def test_data(humaneval, mbpp):
         assert "def check(candidate)" not in task.text
 
 
+# Correctness, not speed, is checked here: MBPP/123's reference needs ~5 s of CPU, more than the
+# default 10 s of wall clock on a machine busy with other work. A generous limit keeps it exact.
+CANONICAL_TIMEOUT_S = 120.0
+
+
 def test_all_humaneval_canonical_solutions_pass(humaneval):
     tasks = humaneval.load_tasks("test")
-    results = humaneval.check_solutions({t.task_id: t.canonical for t in tasks})
+    results = humaneval.check_solutions({t.task_id: t.canonical for t in tasks}, timeout_s=CANONICAL_TIMEOUT_S)
     failed = {tid: r.message for tid, r in results.items() if not r.passed}
     assert not failed and len(results) == 164
 
 
 def test_all_mbpp_canonical_solutions_pass(mbpp):
     tasks = mbpp.load_tasks("all")
-    results = mbpp.check_solutions({t.task_id: t.canonical for t in tasks})
+    results = mbpp.check_solutions({t.task_id: t.canonical for t in tasks}, timeout_s=CANONICAL_TIMEOUT_S)
     failed = {tid: r.message for tid, r in results.items() if not r.passed}
     assert not failed and len(results) == 427
 
@@ -76,7 +83,7 @@ def test_full_redefinition_and_body_both_work(humaneval):
     results = humaneval.check_solutions({task.task_id: body})
     assert results[task.task_id].passed
     job = humaneval.hidden_job(task, full, 10.0)
-    assert humaneval.sandbox.run(job).passed
+    assert humaneval.sandbox.judge(job).passed
 
 
 MESSY_OUTPUTS = [
@@ -190,8 +197,126 @@ def test_canonical_solutions_that_import_pass_in_the_uid_fallback(humaneval, mbp
     try:
         for bench in (humaneval, mbpp):
             tasks = [t for t in bench.all_tasks() if "import" in t.header + t.canonical or t.setup]
-            jobs = [bench.hidden_job(t, t.canonical, 10.0) for t in tasks]
-            failed = [(t.task_id, r.message) for t, r in zip(tasks, box.run_many(jobs)) if not r.passed]
+            jobs = [bench.hidden_job(t, t.canonical, CANONICAL_TIMEOUT_S) for t in tasks]
+            failed = [(t.task_id, r.message) for t, r in zip(tasks, box.judge_many(jobs)) if not r.passed]
             assert not failed and len(tasks) > 20
     finally:
         box.close()
+
+
+# Completions that return a wrong answer and then try to pass anyway. `{f}` is the entry point.
+# Before the hidden tests moved to the trusted side, the first four passed check-solutions.
+WRONG = "def {f}(*args, **kwargs):\n    return -1.0\n"
+TRICKS = {
+    # the harness's own functions, replaced through sys.modules['__main__']
+    "patch_main": "import sys\n_m = sys.modules['__main__']\n"
+                  "if hasattr(_m, '_run'):\n    _m._run = lambda *a, **k: ('ok', '')\n"
+                  "if hasattr(_m, '_exec'):\n    _m._exec = lambda *a, **k: None\n" + WRONG,
+    # the nonce and report fd read from the harness's frames, a verdict (or replies) forged, exit 0
+    "forge_from_frames": "import os, sys\n"
+                  "def _forge():\n"
+                  "    f = sys._getframe()\n"
+                  "    while f is not None:\n"
+                  "        loc = f.f_locals\n"
+                  "        if 'nonce' in loc and 'report_fd' in loc:\n"
+                  "            report = '{{\"compile_error\":null,\"setup\":[\"ok\",\"\"],\"tests\":[[\"ok\",\"\",null]]}}'\n"
+                  "            os.write(loc['report_fd'], ('\\n' + loc['nonce'] + report + '\\n').encode())\n"
+                  "            os._exit(0)\n"
+                  "        if isinstance(loc.get('reply_fd'), int):\n"
+                  "            for seq in range(50):\n"
+                  "                data = ('[\"r\",%d,true]' % seq).encode()\n"
+                  "                os.write(loc['reply_fd'], len(data).to_bytes(4, 'big') + data)\n"
+                  "        f = f.f_back\n"
+                  "_forge()\n" + WRONG,
+    "eq_always_true": "class Liar:\n"
+                  "    def __eq__(self, other): return True\n"
+                  "    def __ne__(self, other): return False\n"
+                  "    __lt__ = __le__ = __gt__ = __ge__ = __eq__\n"
+                  "    def __sub__(self, other): return self\n"
+                  "    __rsub__ = __add__ = __radd__ = __mul__ = __sub__\n"
+                  "    def __abs__(self): return self\n"
+                  "    __hash__ = object.__hash__\n"
+                  "def {f}(*args, **kwargs):\n    return Liar()\n",
+    "float_subclass": "class F(float):\n"
+                  "    def __eq__(self, other): return True\n"
+                  "    def __ne__(self, other): return False\n"
+                  "    def __lt__(self, other): return True\n"
+                  "    def __sub__(self, other): return F(0.0)\n"
+                  "    def __abs__(self): return F(0.0)\n"
+                  "    __hash__ = float.__hash__\n"
+                  "def {f}(*args, **kwargs):\n    return F(-1.0)\n",
+    "exit_at_import": WRONG + "import sys\nsys.exit(0)\n",
+    "os_exit_at_import": WRONG + "import os\nos._exit(0)\n",
+    "exit_in_call": "import sys\ndef {f}(*args, **kwargs):\n    sys.exit(0)\n",
+    "os_exit_in_call": "import os\ndef {f}(*args, **kwargs):\n    os._exit(0)\n",
+    "atexit_marker": "import atexit, os\n"
+                  "atexit.register(lambda: (print('PASSED'), print('3 tests passed'), os._exit(0)))\n" + WRONG,
+    "thread_exit": "import os, threading, time\n"
+                  "def _bye():\n    print('PASSED', flush=True)\n    os._exit(0)\n"
+                  "def {f}(*args, **kwargs):\n    threading.Thread(target=_bye).start()\n    time.sleep(5)\n    return -1.0\n",
+    "excepthook_exit": "import os, sys\n"
+                  "sys.excepthook = lambda *a: os._exit(0)\n"
+                  "threading_excepthook = None\n"
+                  "def {f}(*args, **kwargs):\n    raise ValueError('no')\n",
+    "printed_markers": "print('PASSED')\n"
+                  "print('{{\"compile_error\": null, \"setup\": [\"ok\", \"\"], \"tests\": [[\"ok\", \"\", null]]}}')\n"
+                  "print('all tests passed', flush=True)\n" + WRONG,
+}
+
+
+def test_tricks_fail_through_check_solutions(tmp_path, humaneval):
+    """Each trick on its own HumanEval task, all in one check-solutions run, beside an honest one."""
+    tasks = humaneval.load_tasks("test")
+    lines = [{"task_id": t.task_id, "completion": code.format(f=t.entry_point)}
+             for t, code in zip(tasks, TRICKS.values())]
+    honest = tasks[len(TRICKS)]
+    lines.append({"task_id": honest.task_id, "completion": honest.canonical})
+    path = tmp_path / "tricks.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    proc = run_cli("check-solutions", "--benchmark", "humaneval", "--solutions", str(path), "--timeout-s", "30")
+    assert proc.returncode == 0, proc.stderr
+    verdicts = json.loads(proc.stdout)
+    tricked = {name for name, t in zip(TRICKS, tasks) if verdicts[t.task_id]}
+    assert not tricked and verdicts[honest.task_id] is True
+
+
+@pytest.mark.parametrize("name", list(TRICKS))
+def test_tricks_fail_through_evaluate(name, humaneval, mbpp):
+    config = RunConfig(benchmark="humaneval", timeout_s=30)
+    for bench, task in ((humaneval, humaneval.load_tasks("test")[2]), (mbpp, mbpp.load_tasks("all")[0])):
+        code = TRICKS[name].format(f=task.entry_point)
+        evaluation = asyncio.run(bench.evaluate(task, Trajectory(answer=code), config))
+        assert not evaluation.success and evaluation.reward == 0.0, (bench.name, evaluation)
+        assert evaluation.detail["hidden_passed"] == 0, evaluation
+    honest = "def truncate_number(number):\n    return number % 1.0\n"
+    evaluation = asyncio.run(humaneval.evaluate(humaneval.load_tasks("test")[2], Trajectory(answer=honest), config))
+    assert evaluation.success and evaluation.detail["hidden_passed"] == 1
+
+
+def test_benchmark_helpers_come_from_the_benchmark_not_the_program(humaneval):
+    """HumanEval/38's check uses encode_cyclic from the prompt: a program redefining it (so that
+    its own wrong decoder round-trips) must still fail."""
+    task = humaneval.task_by_id()["HumanEval/38"]
+    code = ("def encode_cyclic(s):\n    return s\n"
+            "def decode_cyclic(s):\n    return s\n")
+    result = humaneval.check_solutions({task.task_id: code})[task.task_id]
+    assert not result.passed and result.reason == "failed", result
+    assert humaneval.check_solutions({task.task_id: task.canonical})[task.task_id].passed
+
+
+def test_weak_sandbox_is_refused_without_the_flag(tmp_path, mbpp):
+    task = mbpp.load_tasks("all")[0]
+    path = tmp_path / "solutions.jsonl"
+    path.write_text(json.dumps({"task_id": task.task_id, "completion": task.canonical}) + "\n")
+    weak = {"REINAGENT_SANDBOX": "uid" if os.geteuid() == 0 else "rlimits"}
+    proc = run_cli("check-solutions", "--benchmark", "mbpp", "--solutions", str(path), env=weak)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "--allow-weak-sandbox" in lines[0] and "apt-get install bubblewrap" in lines[0]
+    proc = run_cli("check-solutions", "--benchmark", "mbpp", "--solutions", str(path), "--allow-weak-sandbox", env=weak)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == {task.task_id: True}, proc.stderr
+    run = run_cli("run", "--benchmark", "mbpp", "--model", "scripted:/nonexistent", "--num-envs", "1",
+                  "--run-dir", str(tmp_path / "run"), env=weak)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 2 and len(lines) == 1 and "--allow-weak-sandbox" in lines[0], run.stderr
+    assert not (tmp_path / "run").exists()

@@ -1,8 +1,11 @@
 """What HumanEval and MBPP share: the task record, the sandboxed test environment, the benchmark.
 
-The agent's own (internal) unit tests run in the environment and their outcome is the feedback
-the model sees. The benchmark's hidden tests run only in `evaluate` and are never rendered into
-any prompt: not into the feedback, not into `render_attempt`, not into the reflection examples.
+The agent's own (internal) unit tests run in the environment, inside the sandboxed child, and
+their outcome is the feedback the model sees: untrusted, since a program can forge it. The
+benchmark's hidden tests run only in `evaluate` / `check_solutions`, on the trusted side, calling
+the sandboxed program through a proxy (reinagent/sandbox/judge.py): only their verdict is
+trusted. They are never rendered into any prompt: not into the feedback, not into
+`render_attempt`, not into the reflection examples.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.env import Env, StepResult
-from reinagent.errors import ConfigError, choices
+from reinagent.errors import ConfigError, SandboxError, choices
 from reinagent.programming import prompts
 from reinagent.programming.extract import syntax_error
 from reinagent.records import Evaluation, Trajectory
-from reinagent.sandbox import ExecJob, ExecResult, Sandbox
+from reinagent.sandbox import ExecJob, ExecResult, HiddenJob, Sandbox
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Agent
@@ -74,6 +77,13 @@ def render_feedback(result: ExecResult | None, syntax: str | None) -> str:
     return "\n".join(lines)
 
 
+def raise_if_sandbox_failed(result: ExecResult | None) -> None:
+    """A sandbox that could not start judged nothing: SandboxError, recorded as the (task,
+    trial)'s error (redone by `resume --retry-errors`), never scored or reflected on."""
+    if result is not None and result.reason == "sandbox_error":
+        raise SandboxError(f"the sandbox could not run the program: {result.message}")
+
+
 class ProgrammingEnv(Env):
     """One episode of one task. `reset` shows the problem; `step(code)` runs the internal tests.
 
@@ -100,6 +110,7 @@ class ProgrammingEnv(Env):
         return ExecJob(code=build_program(self.task, action), tests=self.internal_tests, timeout_s=self.timeout_s), None
 
     def _outcome(self, result: ExecResult | None, syntax: str | None) -> StepResult:
+        raise_if_sandbox_failed(result)  # no feedback to show: the tests never ran
         passed = result.num_passed if result else 0
         reward = passed / len(self.internal_tests) if self.internal_tests else float(bool(result and result.passed))
         info = {"syntax_error": syntax, "result": result.model_dump() if result else None}
@@ -169,9 +180,25 @@ class ProgrammingBenchmark(Benchmark):
         candidate = f"{self.id_prefix}/{int(tail)}"
         return candidate if candidate in self.task_by_id() else None
 
-    def hidden_job(self, task: ProgrammingTask, code: str, timeout_s: float) -> ExecJob:
-        return ExecJob(code=build_program(task, code), tests=list(task.hidden_tests), timeout_s=timeout_s,
-                       explain=False)
+    def hidden_job(self, task: ProgrammingTask, code: str, timeout_s: float) -> HiddenJob:
+        """The hidden tests run on the trusted side; helpers they use come from the benchmark's
+        own data (the prompt, MBPP's test_imports), never from the program."""
+        return HiddenJob(code=build_program(task, code), tests=list(task.hidden_tests),
+                         entry_point=task.entry_point, trusted_setup=build_program(task, ""),
+                         timeout_s=timeout_s)
+
+    def require_strong_sandbox(self, allow_weak: bool) -> None:
+        """Refuse to run generated code without bubblewrap unless the user accepted the fallback."""
+        if self._sandbox is None:
+            self._sandbox = Sandbox(warn=allow_weak)
+        if self.sandbox.is_weak and not allow_weak:
+            raise ConfigError(
+                f"{self.name} runs generated code, and bubblewrap is not available here (the fallback "
+                f"{self.sandbox.mode.value!r} lets code reach the network and host files): install it "
+                "(`apt-get install bubblewrap`) or pass --allow-weak-sandbox")
+
+    def check_config(self, config: RunConfig) -> None:
+        self.require_strong_sandbox(config.allow_weak_sandbox)
 
     def make_env(self, task: Task, config: RunConfig) -> Env:
         assert isinstance(task, ProgrammingTask)
@@ -190,7 +217,8 @@ class ProgrammingBenchmark(Benchmark):
         syntax = syntax_error(code) if code.strip() else "no code in the model's reply"
         if syntax is not None:
             return Evaluation(success=False, reward=0.0, detail={"reason": "syntax", "message": syntax})
-        result = await self.sandbox.arun(self.hidden_job(task, code, config.timeout_s))
+        result = await self.sandbox.ajudge(self.hidden_job(task, code, config.timeout_s))
+        raise_if_sandbox_failed(result)  # an error of this (task, trial), not a failed attempt
         detail = {
             "reason": result.reason,
             "message": result.message,
@@ -205,10 +233,11 @@ class ProgrammingBenchmark(Benchmark):
         tasks = self.task_by_id()
         ids = list(completions)
         jobs = [self.hidden_job(tasks[i], completions[i], timeout_s) for i in ids]
-        return dict(zip(ids, self.sandbox.run_many(jobs)))
+        return dict(zip(ids, self.sandbox.judge_many(jobs)))
 
     def settings(self) -> dict[str, Any]:
-        return {"sandbox": self.sandbox.description, "hidden_tests": "run once per trial, never shown"}
+        return {"sandbox": self.sandbox.description,
+                "hidden_tests": "run once per trial on the trusted side (the program behind a proxy), never shown"}
 
     def close(self) -> None:
         if self._sandbox is not None:

@@ -50,7 +50,8 @@ def read_solutions(path: Path, bench) -> dict[str, str]:
     return solutions
 
 
-def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int | None = None) -> dict[str, bool]:
+def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int | None = None,
+               allow_weak_sandbox: bool = False) -> dict[str, bool]:
     from reinagent import benchmarks
     from reinagent.sandbox import Sandbox
 
@@ -59,8 +60,9 @@ def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int
     bench = benchmarks.make(benchmark)
     solutions = read_solutions(path, bench)
     if workers:
-        bench.sandbox = Sandbox(workers)
+        bench.sandbox = Sandbox(workers, warn=allow_weak_sandbox)
     try:
+        bench.require_strong_sandbox(allow_weak_sandbox)
         results = bench.check_solutions(solutions, timeout_s=timeout_s)
     finally:
         bench.close()
@@ -72,13 +74,17 @@ def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int
 @click.option("--solutions", "solutions", required=True, help="JSONL file of {\"task_id\", \"completion\"} lines.")
 @click.option("--timeout-s", type=float, default=10.0, show_default=True, help="Seconds per solution.")
 @click.option("--workers", type=int, default=None, help="Parallel sandboxed runs (default: CPU count).")
-def check_solutions(benchmark: str, solutions: str, timeout_s: float, workers: int | None) -> None:
-    """Run solutions against the hidden tests in the sandbox; JSON {task_id: passed} on stdout."""
+@click.option("--allow-weak-sandbox", is_flag=True, help="Run even without bubblewrap (the uid/rlimits fallback: "
+              "generated code can reach the network and host files).")
+def check_solutions(benchmark: str, solutions: str, timeout_s: float, workers: int | None,
+                    allow_weak_sandbox: bool) -> None:
+    """Judge solutions by the hidden tests (run on the trusted side, the solution sandboxed behind
+    a proxy); JSON {task_id: passed} on stdout."""
     if timeout_s <= 0:
         raise ReinagentError(f"--timeout-s must be positive, got {timeout_s}")
     if workers is not None and workers <= 0:
         raise ReinagentError(f"--workers must be a positive whole number, got {workers}")
-    verdicts = check_file(benchmark.strip().lower(), Path(solutions), timeout_s, workers)
+    verdicts = check_file(benchmark.strip().lower(), Path(solutions), timeout_s, workers, allow_weak_sandbox)
     click.echo(json.dumps(verdicts, indent=1))
     passed = sum(verdicts.values())
     print(f"{passed}/{len(verdicts)} solutions passed ({benchmark})", file=sys.stderr)

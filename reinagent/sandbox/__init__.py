@@ -3,6 +3,12 @@
     sandbox = Sandbox(workers=4)
     result = sandbox.run(ExecJob(code="def f(x): return x + 1", tests=["assert f(1) == 2"]))
     results = await sandbox.run_tests([job1, job2, ...])      # parallel, from async code
+    verdict = sandbox.judge(HiddenJob(code=..., tests=[...], entry_point="f"))
+
+Two kinds of job. An ExecJob runs the program *and* its tests in the child: for the model's own
+internal tests, whose outcome is feedback only (a program can forge it). A HiddenJob is how a
+benchmark's hidden tests are judged: they run on the trusted side and call the program through
+a proxy that only accepts plain values back (see `judge`); only these verdicts are trusted.
 
 Each run is a separate process with a fresh scratch directory as cwd and HOME, an environment
 holding only PATH/HOME/TMPDIR/LANG, CPU-time, address-space, file-size and process-count
@@ -21,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field
 
+from reinagent.sandbox.judge import HiddenJob, judge
 from reinagent.sandbox.modes import MODE_NOTES, Mode
 from reinagent.sandbox.process import Limits, launch_and_wait, probe
 
@@ -74,11 +81,13 @@ class Sandbox:
         *,
         mode: str | None = None,
         limits: Limits | None = None,
+        warn: bool = True,
     ):
         env_workers = os.environ.get("REINAGENT_SANDBOX_WORKERS")
         self.workers = workers or (int(env_workers) if env_workers else os.cpu_count() or 1)
         self.limits = limits or Limits()
-        self.mode = probe(mode or os.environ.get("REINAGENT_SANDBOX", "auto"), self.limits)
+        # warn=False: the caller refuses weak modes itself, so no warning line precedes its error
+        self.mode = probe(mode or os.environ.get("REINAGENT_SANDBOX", "auto"), self.limits, warn=warn)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -99,9 +108,30 @@ class Sandbox:
         return await loop.run_in_executor(self._executor(), self._execute, job)
 
     def _execute(self, job: ExecJob) -> ExecResult:
+        if not isinstance(job, ExecJob):  # a HiddenJob must never run its tests in the child
+            raise TypeError(f"Sandbox.run takes an ExecJob, not {type(job).__name__} (use judge)")
         result = launch_and_wait(self.mode, self.limits, job.model_dump())
         result.pop("reported", None)
         return ExecResult.model_validate(result)
+
+    def judge(self, job: HiddenJob) -> ExecResult:
+        """Judge a program by hidden tests run on the trusted side (blocking, in a pool slot)."""
+        return self._executor().submit(self._judge, job).result()
+
+    def judge_many(self, jobs: Sequence[HiddenJob]) -> list[ExecResult]:
+        return list(self._executor().map(self._judge, jobs))
+
+    async def ajudge(self, job: HiddenJob) -> ExecResult:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor(), self._judge, job)
+
+    def _judge(self, job: HiddenJob) -> ExecResult:
+        return ExecResult.model_validate(judge(self.mode, self.limits, job))
+
+    @property
+    def is_weak(self) -> bool:
+        """True for the fallbacks without bubblewrap (the network and host files are reachable)."""
+        return self.mode is not Mode.BWRAP
 
     async def run_tests(self, jobs: Sequence[ExecJob]) -> list[ExecResult]:
         """All jobs, at most `workers` at a time, results in job order."""
@@ -142,6 +172,7 @@ __all__ = [
     "REASONS",
     "ExecJob",
     "ExecResult",
+    "HiddenJob",
     "Limits",
     "Mode",
     "Sandbox",

@@ -1,18 +1,20 @@
-"""The program that runs *inside* the sandbox: it executes untrusted code and its tests.
+"""The program that runs *inside* the sandbox: it executes untrusted code.
 
 It is passed to the interpreter with `-c` and imports nothing from reinagent (inside bubblewrap
-the package is not even visible). The job arrives marshalled on stdin, so the per-run nonce
-never appears in a file or on the command line that the untrusted code could read. The verdict
-is one line `<nonce><json>` written to the saved stdout after the tests: a program that exits
-early (`sys.exit(0)`, `os._exit(0)`) or prints a fake success line never produces it.
+the package is not even visible). The job arrives as one length-prefixed marshal frame on stdin.
+Two ways of running:
 
-Start-up time is most of a run's cost, so the harness imports only built-in modules: marshal
-for the job (trusted, from the parent) and a small JSON writer for the report (the parent
-parses it with json, never unmarshalling anything the program could have written).
+- tests (the model's own internal tests, Reflexion's feedback): the program and its tests run
+  here, and the verdict is one line `<nonce><json>` written to the saved stdout. This verdict is
+  *untrusted feedback*: a program in the same interpreter can forge it (replace `_run` through
+  `sys.modules`, find the nonce with `sys._getframe`, return an object whose `__eq__` is always
+  true). It only ever shapes the feedback the model reads.
+- serve (the benchmark's hidden tests): the program is loaded, then each request frame names a
+  function and carries plain arguments; the function's result goes back over the saved stdout
+  as tagged JSON of plain built-in values (see reinagent/sandbox/wire.py). The hidden tests and
+  their assertions run on the trusted side, which trusts nothing it reads here but plain values.
 
-A determined program running in the same interpreter can still fish the nonce out of memory
-(gc introspection); the harness defends against accidents and simple tricks, while containment
-(namespaces, uid, limits) defends the machine.
+Start-up time is most of a run's cost, so the harness imports only built-in modules.
 """
 
 import marshal
@@ -177,15 +179,200 @@ def _set_limits(limits):
         resource.setrlimit(getattr(resource, name), (soft, hard))
 
 
+_SEQ_TAGS = {list: "l", tuple: "t", set: "S", frozenset: "F"}
+# Standard-library dicts whose == against a dict is dict equality: they cross as their items.
+_DICT_NAMES = ("Counter", "OrderedDict", "defaultdict")
+
+
+def _encode(value, out):
+    """Tagged JSON of a plain value (see wire.py); anything else crosses as its bool() only.
+
+    The trusted side re-checks every node: this side's checks only make honest values arrive
+    intact and dishonest ones arrive as what they are (an opaque object)."""
+    kind = _type(value)
+    if value is None:
+        out.append("null")
+    elif kind is bool:
+        out.append("true" if value else "false")
+    elif kind is int:
+        out.append('["i","%x"]' % value)
+    elif kind is float:
+        out.append('["f","%s"]' % _float_hex(value))
+    elif kind is complex:
+        out.append('["c","%s","%s"]' % (_float_hex(value.real), _float_hex(value.imag)))
+    elif kind is str:
+        out.append('["s","%s"]' % value.encode("utf-8", "surrogatepass").hex())
+    elif kind is bytes:
+        out.append('["b","%s"]' % value.hex())
+    elif kind in _SEQ_TAGS:
+        out.append('["%s",[' % _SEQ_TAGS[kind])
+        for i, item in enumerate(list(value)):
+            if i:
+                out.append(",")
+            _encode(item, out)
+        out.append("]]")
+    elif kind is dict or (kind.__module__ == "collections" and kind.__name__ in _DICT_NAMES):
+        out.append('["d",[')
+        for i, (key, item) in enumerate(list(dict.items(value))):
+            if i:
+                out.append(",")
+            _encode(key, out)
+            out.append(",")
+            _encode(item, out)
+        out.append("]]")
+    else:
+        try:
+            truth = "true" if value else "false"
+        except BaseException:  # noqa: BLE001 - a __bool__ that raises: no truth value crosses
+            truth = "null"
+        name = ("%s" % kind.__name__).encode("utf-8", "replace").hex()
+        out.append('["o","%s",%s]' % (name, truth))
+
+
+_float_hex = float.hex
+
+
+def _reply(fd, text):
+    data = text.encode("ascii")
+    _write_all(fd, len(data).to_bytes(4, "big") + data)
+
+
+def _error_reply(fd, seq, kind, message):
+    if len(message) > 500:
+        message = message[:500] + "..."
+    _reply(fd, '["e",%d,"%s","%s"]' % (seq, kind, message.encode("utf-8", "replace").hex()))
+
+
+def _call(fn, args, kwargs, fd, seq, ballast):
+    """Call fn and send its result (or why there is none). Returns False to stop serving."""
+    try:
+        value = fn(*args, **kwargs)
+        out = ['["r",%d,' % seq]
+        _encode(value, out)
+        out.append("]")
+        _reply(fd, "".join(out))
+        return True
+    except MemoryError:
+        ballast.clear()
+        _error_reply(fd, seq, "memory", "MemoryError: memory limit exceeded")
+    except RecursionError as exc:
+        _error_reply(fd, seq, "raised", _describe(exc))
+        return True
+    except SystemExit as exc:
+        _error_reply(fd, seq, "exit", "called sys.exit(%r)" % (exc.code,))
+    except BlockingIOError as exc:
+        _error_reply(fd, seq, "crash", "process limit reached: %s" % exc)
+    except Exception as exc:  # noqa: BLE001 - the program raised: that call failed
+        _error_reply(fd, seq, "raised", _describe(exc))
+        return True
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt and the like
+        _error_reply(fd, seq, "crash", _describe(exc))
+    return False
+
+
+def _serve(spec, request_fd, reply_fd):
+    """Load the program, then answer call requests until stdin closes."""
+    main_pid = _getpid()
+    ballast = [bytearray(8 << 20)]  # freed on MemoryError so that a reply can still be built
+    module = type(sys)("solution")
+    sys.modules["solution"] = module
+    ns = module.__dict__
+    try:
+        code = _compile(spec["code"], "solution.py", "exec")
+    except SyntaxError as exc:
+        _error_reply(reply_fd, 0, "syntax", "SyntaxError: %s (line %s)" % (exc.msg, exc.lineno))
+        return
+    except BaseException as exc:  # noqa: BLE001 - e.g. ValueError for null bytes
+        _error_reply(reply_fd, 0, "syntax", _describe(exc))
+        return
+    if not _call(lambda: _exec(code, ns), (), {}, reply_fd, 0, ballast):
+        return
+    while True:
+        frame = _read_frame(request_fd)
+        if frame is None:
+            return
+        seq, name, args, kwargs = marshal.loads(frame)
+        fn = ns.get(name)
+        if fn is None or not callable(fn):
+            _error_reply(reply_fd, seq, "raised", "NameError: the program defines no function %r" % name)
+        elif not _call(fn, args, kwargs, reply_fd, seq, ballast):
+            return
+        if _getpid() != main_pid:
+            _exit(0)  # a forked child of the program returned into this loop
+
+
+def _read_exact(fd, size):
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(fd):
+    head = _read_exact(fd, 4)
+    if head is None:
+        return None
+    return _read_exact(fd, int.from_bytes(head, "big"))
+
+
+def _write_all(fd, data):
+    while data:
+        data = data[_write(fd, data):]
+
+
+def _flush_streams():
+    """os._exit drops what the program printed last: flush, but never hang on a replaced stream."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    try:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed or replaced stream
+                pass
+    except BaseException:  # noqa: BLE001 - the alarm
+        pass
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _die_with_parent(spec, prctl):
+    """Outside bubblewrap (which has --die-with-parent): SIGKILL when the framework dies.
+
+    Set after the uid drop, which clears it; a parent already gone by then means exit now."""
+    if prctl is None:
+        return
+    prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if os.getppid() != spec["parent_pid"]:
+        _exit(1)
+
+
 def main():
-    spec = marshal.loads(sys.stdin.buffer.read())
+    spec = marshal.loads(_read_frame(0))
+    prctl = None
+    if spec.get("parent_pid"):
+        import ctypes  # only in the weak modes: bubblewrap needs no prctl
+
+        prctl = ctypes.CDLL(None).prctl
+    if spec.get("serve"):
+        request_fd = os.dup(0)  # kept aside, like the report fd below
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    nonce = spec.pop("nonce")
     report_fd = os.dup(1)  # kept aside: the program may close or replace stdout
+    if spec.get("serve"):
+        os.dup2(2, 1)  # the program's prints go with its stderr, away from the replies
     main_pid = _getpid()
     _drop_privileges(spec)
+    _die_with_parent(spec, prctl)
     _set_limits(spec["limits"])
+    if spec.get("serve"):
+        _serve(spec, request_fd, report_fd)
+        _flush_streams()
+        _exit(0)
+    nonce = spec.pop("nonce")
     signal.signal(signal.SIGALRM, _on_alarm)
     ballast = bytearray(8 << 20)  # freed on MemoryError so that the report can still be built
 
@@ -223,16 +410,7 @@ def main():
                 if kind in ("timeout", "exit", "crash") and spec.get("stop_on_fatal", True):
                     break
     del ballast
-    signal.setitimer(signal.ITIMER_REAL, 1.0)  # a replaced stream's flush() must not hang us
-    try:
-        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()  # os._exit below would drop what the program printed last
-            except Exception:  # noqa: BLE001 - a closed or replaced stream
-                pass
-    except BaseException:  # noqa: BLE001 - the alarm
-        pass
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    _flush_streams()
     data = ("\n" + nonce + _json(report) + "\n").encode("ascii")
     while data:
         data = data[_write(report_fd, data):]

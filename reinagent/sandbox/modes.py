@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -117,6 +118,35 @@ def kill_uid(uid: int) -> None:
         timeout=30,
         check=False,
     )
+
+
+# Where an unprivileged uid can write outside its scratch dir (world-writable, sticky).
+WORLD_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+
+def sweep_files_of(uid: int, roots: tuple[str, ...] = WORLD_WRITABLE, depth: int = 0) -> None:
+    """Remove everything `uid` owns in the world-writable directories (uid mode, after a run).
+
+    A run's uid is fresh and never reused, so what it owns is exactly what its code wrote.
+    Subdirectories owned by others are searched only when they are world-writable too (the uid
+    could write nowhere else); symlinks are removed, never followed."""
+    for root in roots:
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == uid:
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002 and depth < 4:
+                    sweep_files_of(uid, (entry.path,), depth + 1)
+            except OSError:
+                continue
 
 
 def _system_binds() -> list[str]:

@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from reinagent.sandbox.modes import (
     is_root,
     kill_uid,
     plain_launch,
+    sweep_files_of,
     warn_weak,
 )
 
@@ -64,59 +67,108 @@ def _launch(mode: Mode, limits: Limits, uid: int | None) -> Launch:
     return plain_launch(HARNESS, scratch=scratch, uid=uid)
 
 
-def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str, Any]:
-    """Run `job` (an ExecJob as a dict) once; the ExecResult as a dict. Never raises for the
-    program's behaviour; a sandbox that cannot start gives reason 'sandbox_error'."""
+def frame(data: bytes) -> bytes:
+    """A length-prefixed frame, as the harness reads them from stdin."""
+    return len(data).to_bytes(4, "big") + data
+
+
+@dataclass
+class Child:
+    """One started sandboxed process; `started` cleans up everything it leaves behind."""
+
+    proc: subprocess.Popen
+    launch: Launch
+    uid: int | None
+    out: Any  # the temporary file holding its stdout and stderr (serve mode: stderr only)
+    start: float
+    spec: dict[str, Any]  # what to send as the first stdin frame (the caller's, completed)
+    clean: bool = False  # exited on its own under bubblewrap: nothing of it can be left
+
+    def kill(self) -> None:
+        _kill_group(self.proc.pid)
+        self.proc.wait()
+
+    def output(self) -> str:
+        return _tail(self.out)
+
+
+@contextmanager
+def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], *, serve: bool) -> Iterator[Child]:
+    """Start the harness with `spec` (sent as the first stdin frame) and clean up after it.
+
+    serve=True keeps stdin open for requests and gives the replies their own pipe (stdout);
+    otherwise stdout and stderr go together to a temporary file. Raises OSError when the
+    sandbox cannot start."""
     uid = UIDS.fresh() if is_root() and mode is not Mode.RLIMITS else None
     launch: Launch | None = None
-    clean = False  # the harness reported and exited: under bubblewrap nothing can be left
+    child: Child | None = None
     try:
         launch = _launch(mode, limits, uid)
-        nonce = secrets.token_hex(16)
-        spec = {
-            "nonce": nonce,
-            "code": job["code"],
-            "tests": job["tests"],
-            "test_timeout_s": job.get("test_timeout_s") or job["timeout_s"],
-            "explain": job.get("explain", True),
-            "limits": rlimits(limits, job["timeout_s"], launch.extra_nproc),
-            "drop": launch.drop,
-        }
-        wall = job["timeout_s"] + limits.grace_s
+        spec = {**spec, "serve": serve, "limits": rlimits(limits, timeout_s, launch.extra_nproc),
+                "drop": launch.drop}
+        if mode is not Mode.BWRAP:  # bwrap has --die-with-parent; elsewhere the harness prctl()s
+            spec["parent_pid"] = os.getpid()
         with tempfile.TemporaryFile() as out:
-            start = time.monotonic()
             proc = subprocess.Popen(
                 launch.argv,
                 stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                stdout=subprocess.PIPE if serve else out,
+                stderr=out if serve else subprocess.STDOUT,
                 env=launch.env,
                 cwd=launch.cwd,
                 start_new_session=True,  # its own process group, killed as a whole
                 close_fds=True,
             )
-            timed_out = False
+            child = Child(proc, launch, uid, out, time.monotonic(), spec)
             try:
-                proc.communicate(marshal.dumps(spec), timeout=wall)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
-            duration = time.monotonic() - start
-            text = _tail(out)
-        result = interpret(text, nonce, proc.returncode, timed_out, job, mode, limits)
-        result["duration_s"] = round(duration, 4)
-        clean = not timed_out and result.get("reported", False)
-        return result
-    except OSError as err:
-        return {"passed": False, "reason": "sandbox_error", "message": f"cannot start: {err}"}
+                yield child
+            finally:
+                if proc.poll() is None:
+                    child.kill()
+                for stream in (proc.stdin, proc.stdout):
+                    if stream is not None:
+                        try:
+                            stream.close()
+                        except OSError:
+                            pass
     finally:
-        if uid is not None and not (clean and mode is Mode.BWRAP):
+        if uid is not None and not (child is not None and child.clean and mode is Mode.BWRAP):
             # Escapees of the process group, orphans, a fork bomb's leftovers. Under bubblewrap
             # the pid namespace dies with its first process, so a clean exit needs no sweep.
             kill_uid(uid)
+        if uid is not None and mode is not Mode.BWRAP:
+            sweep_files_of(uid)  # what it wrote to /tmp, /var/tmp, /dev/shm must not outlive it
         if launch is not None and launch.host_scratch:
             shutil.rmtree(launch.host_scratch, ignore_errors=True)
+
+
+def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str, Any]:
+    """Run `job` (an ExecJob as a dict) once; the ExecResult as a dict. Never raises for the
+    program's behaviour; a sandbox that cannot start gives reason 'sandbox_error'."""
+    nonce = secrets.token_hex(16)
+    spec = {
+        "nonce": nonce,
+        "code": job["code"],
+        "tests": job["tests"],
+        "test_timeout_s": job.get("test_timeout_s") or job["timeout_s"],
+        "explain": job.get("explain", True),
+    }
+    try:
+        with started(mode, limits, job["timeout_s"], spec, serve=False) as child:
+            proc = child.proc
+            timed_out = False
+            try:
+                proc.communicate(frame(marshal.dumps(child.spec)), timeout=job["timeout_s"] + limits.grace_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                child.kill()
+            duration = time.monotonic() - child.start
+            result = interpret(child.output(), nonce, proc.returncode, timed_out, job, mode, limits)
+            result["duration_s"] = round(duration, 4)
+            child.clean = not timed_out and result.get("reported", False)
+            return result
+    except OSError as err:
+        return {"passed": False, "reason": "sandbox_error", "message": f"cannot start: {err}"}
 
 
 def _kill_group(pgid: int) -> None:
@@ -217,7 +269,7 @@ _PROBE_LOCK = threading.Lock()
 PROBE_JOB = {"code": "x = 1", "tests": ["assert x == 1"], "timeout_s": 30.0}
 
 
-def probe(requested: str, limits: Limits) -> Mode:
+def probe(requested: str, limits: Limits, *, warn: bool = True) -> Mode:
     """The mode to use: `requested`, or for 'auto' the strongest that works here (cached)."""
     requested = requested.strip().lower()
     valid = ["auto", *(m.value for m in Mode)]
@@ -241,7 +293,7 @@ def probe(requested: str, limits: Limits) -> Mode:
                 continue
             result = launch_and_wait(mode, limits, PROBE_JOB)
             if result["passed"]:
-                if mode is not Mode.BWRAP:
+                if mode is not Mode.BWRAP and warn:
                     warn_weak(mode, why if requested == "auto" else "chosen explicitly")
                 _PROBED[requested] = mode
                 return mode

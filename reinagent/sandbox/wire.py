@@ -1,0 +1,170 @@
+"""Values crossing between the trusted side and a sandboxed program: plain built-in types only.
+
+Arguments go to the program marshalled (marshal keeps exact built-in types and refuses
+subclasses). Results come back as tagged JSON written by the harness, and the trusted side
+parses them with `json` (never `marshal` or `pickle`: the bytes come from untrusted code) and
+rebuilds *fresh* objects of exact built-in types. So the hidden tests' assertions only ever
+compare values the program never touched: no `__eq__` override, no float subclass, no object
+at all of the program's making reaches them.
+
+Wire form (one JSON value per result): null, true, false, or a list whose first item is a tag:
+    ["i", hex]  int        ["f", float.hex]  float      ["c", hex, hex]  complex
+    ["s", hex]  str (UTF-8 bytes, surrogates kept)      ["b", hex]  bytes
+    ["l", [..]] list   ["t", [..]] tuple   ["S", [..]] set   ["F", [..]] frozenset
+    ["d", [k1, v1, k2, v2, ...]] dict
+    ["o", hex, truth]  anything else: only its type name and bool() (or null) cross over
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_REPLY_BYTES = 16 << 20  # a result larger than this fails the call
+
+PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+PLAIN_CONTAINERS = (list, tuple, set, frozenset, dict)
+
+
+class NotPlain(ValueError):
+    """A value that cannot cross: not made of exact built-in types (or malformed on the wire)."""
+
+
+class CandidateFailure(BaseException):
+    """Raised into the hidden tests when a call to the program failed (it raised, died, hung,
+    or returned something that is not a plain value). A BaseException so that a test's own
+    `except Exception` does not swallow it; the session records the failure anyway."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind, self.message = kind, message
+
+
+class Opaque:
+    """A result that was not a plain value (a `re.Match`, a generator, a float subclass...).
+
+    Only its truth value crossed, as the program's own `bool()` computed it: that is no more
+    than returning True or False, so `assert f(x)` / `assert not f(x)` keep working. Any other
+    use (comparison, hashing, arithmetic, iteration) fails the test: stricter, never weaker.
+    """
+
+    __slots__ = ("type_name", "truth", "_on_misuse")
+
+    def __init__(self, type_name: str, truth: bool | None, on_misuse):
+        self.type_name, self.truth, self._on_misuse = type_name, truth, on_misuse
+
+    def _refuse(self, *_: Any) -> Any:
+        raise self._on_misuse("failed", f"the program returned a {self.type_name} object, not a plain value")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = _refuse
+    __float__ = __int__ = __index__ = __len__ = __iter__ = __contains__ = _refuse
+
+    def __bool__(self) -> bool:
+        if self.truth is None:
+            self._refuse()
+        return bool(self.truth)
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} object from the program>"
+
+
+def check_plain(value: Any, depth: int = 0) -> None:
+    """Raise NotPlain unless `value` is built only of exact plain types (arguments to send)."""
+    if depth > 200:
+        raise NotPlain("nested too deeply")
+    kind = type(value)
+    if kind in PLAIN_ATOMS:
+        return
+    if kind is dict:
+        for key, item in value.items():
+            check_plain(key, depth + 1)
+            check_plain(item, depth + 1)
+        return
+    if kind in PLAIN_CONTAINERS:
+        for item in value:
+            check_plain(item, depth + 1)
+        return
+    raise NotPlain(f"a {kind.__name__} is not a plain value")
+
+
+def _text(node: Any) -> str:
+    if type(node) is not str:
+        raise NotPlain("malformed reply")
+    return node
+
+
+def _hex_bytes(node: Any) -> bytes:
+    try:
+        return bytes.fromhex(_text(node))
+    except ValueError:
+        raise NotPlain("malformed reply") from None
+
+
+def _float(node: Any) -> float:
+    try:
+        return float.fromhex(_text(node))
+    except (ValueError, OverflowError):
+        raise NotPlain("malformed reply") from None
+
+
+def _items(node: list, size: int) -> list:
+    if len(node) != size:
+        raise NotPlain("malformed reply")
+    return node
+
+
+def rebuild(node: Any, on_misuse, depth: int = 0) -> Any:
+    """A fresh plain value from a parsed JSON reply, checking every node's exact type."""
+    if node is None or type(node) is bool:
+        return node
+    if depth > 500 or type(node) is not list or not node or type(node[0]) is not str:
+        raise NotPlain("malformed reply")
+    tag = node[0]
+    if tag == "i":
+        try:
+            return int(_text(_items(node, 2)[1]), 16)
+        except ValueError:
+            raise NotPlain("malformed reply") from None
+    if tag == "f":
+        return _float(_items(node, 2)[1])
+    if tag == "c":
+        _, real, imag = _items(node, 3)
+        return complex(_float(real), _float(imag))
+    if tag == "s":
+        try:
+            return _hex_bytes(_items(node, 2)[1]).decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise NotPlain("malformed reply") from None
+    if tag == "b":
+        return _hex_bytes(_items(node, 2)[1])
+    if tag == "o":
+        _, name, truth = _items(node, 3)
+        if truth is not None and type(truth) is not bool:
+            raise NotPlain("malformed reply")
+        return Opaque(_hex_bytes(name).decode("utf-8", "replace")[:100], truth, on_misuse)
+    body = _items(node, 2)[1]
+    if type(body) is not list:
+        raise NotPlain("malformed reply")
+    items = [rebuild(item, on_misuse, depth + 1) for item in body]
+    try:
+        if tag == "l":
+            return items
+        if tag == "t":
+            return tuple(items)
+        if tag == "S":
+            return set(items)
+        if tag == "F":
+            return frozenset(items)
+        if tag == "d" and len(items) % 2 == 0:
+            return dict(zip(items[::2], items[1::2]))
+    except (CandidateFailure, TypeError):  # a list or an Opaque as a set member or dict key
+        raise NotPlain("an unhashable object as a set member or dict key") from None
+    raise NotPlain("malformed reply")
+
+
+def parse_reply(data: bytes) -> Any:
+    """The JSON of one reply frame; NotPlain if it is not even JSON."""
+    try:
+        return json.loads(data.decode("ascii"))
+    except (ValueError, RecursionError):
+        raise NotPlain("malformed reply") from None
