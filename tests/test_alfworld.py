@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +43,15 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def _wait_until(condition, what: str, timeout_s: float = 60.0) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout_s` (a deadline for a
+    broken machine, not a figure: a healthy one gets there in milliseconds)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting after {timeout_s:.0f} s: {what}"
+        time.sleep(0.05)
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -275,7 +285,9 @@ def test_cancelled_episode_releases_its_worker(pool):
 
     async def main():
         task = asyncio.create_task(episode())
+        deadline = time.monotonic() + 120
         while env.worker_pid is None or env._episode.steps < 2:
+            assert time.monotonic() < deadline and not task.done(), "the episode never took two steps"
             await asyncio.sleep(0.01)
         pid = env.worker_pid
         task.cancel()
@@ -286,8 +298,7 @@ def test_cancelled_episode_releases_its_worker(pool):
 
     pid = asyncio.run(main())
     pool.close()
-    time.sleep(0.1)
-    assert not _alive(pid)
+    assert not _alive(pid)  # close() waits for (and reaps) every worker: no grace period needed
 
 
 @needs_alfworld
@@ -307,10 +318,7 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path):
     assert _alive(pid)
     proc.kill()
     proc.wait()
-    deadline = time.time() + 20
-    while _alive(pid) and time.time() < deadline:
-        time.sleep(0.1)
-    assert not _alive(pid)
+    _wait_until(lambda: not _alive(pid), "the worker outlived its killed parent")
 
 
 def _script(path: Path, rules: list[dict], default: str = "look") -> str:
@@ -320,26 +328,44 @@ def _script(path: Path, rules: list[dict], default: str = "look") -> str:
 
 @needs_alfworld
 def test_ctrl_c_on_a_run_leaves_no_workers(tmp_path):
-    places = [f"go to {p} {i}" for p in ("shelf", "drawer") for i in range(1, 7)] + ["go to desk 1", "go to desk 2"]
-    model = _script(tmp_path / "wander.yaml", [{"when": "Your task is to", "reply": places * 4}])
-    proc = subprocess.Popen(
-        [*CLI, "run", "--benchmark", "alfworld", "--num-envs", "4", "--num-trials", "5", "--model", model,
-         "--max-concurrency", "2", "--run-dir", str(tmp_path / "run"), "--no-cache", "--quiet"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )
-    deadline = time.time() + 120
-    workers: list[int] = []
-    while time.time() < deadline and not workers and proc.poll() is None:
-        time.sleep(0.2)
-        workers = _workers_of(proc.pid)
-    assert workers, "the run never started a worker"
-    time.sleep(1.0)
-    workers = sorted(set(workers) | set(_workers_of(proc.pid)))
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-    _, stderr = proc.communicate(timeout=60)
+    # The model server holds every request, so at the interrupt both episodes are certainly in
+    # flight with their workers alive, however fast or slow the machine is.
+    from reinagent.llm.fake_server import FakeOpenAIServer
+
+    release = threading.Event()
+    arrived = threading.Semaphore(0)
+
+    def held(messages):
+        arrived.release()
+        release.wait(300)
+        return "look"
+
+    with FakeOpenAIServer(reply=held) as server:
+        proc = subprocess.Popen(
+            [*CLI, "run", "--benchmark", "alfworld", "--num-envs", "4", "--num-trials", "1", "--model", "openai/fake",
+             "--base-url", server.base_url, "--max-concurrency", "2", "--run-dir", str(tmp_path / "run"),
+             "--no-cache", "--quiet"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread's stack
+        )
+        try:
+            for _ in range(2):  # both episodes have reset their game and asked the model
+                assert arrived.acquire(timeout=180), "the run never asked the model"
+            workers = _workers_of(proc.pid)
+            assert len(workers) == 2, workers
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+            try:
+                _, stderr = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGABRT)  # where it hangs, for the failure message
+                pytest.fail("the interrupted run did not exit:\n" + proc.communicate(timeout=60)[1][-6000:])
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 130 and "interrupted" in stderr, stderr
-    time.sleep(0.2)
-    assert not [pid for pid in workers if _alive(pid)], "workers outlived the interrupted run"
+    _wait_until(lambda: not [pid for pid in workers if _alive(pid)], "workers outlived the interrupted run")
 
 
 # --- end to end -------------------------------------------------------------------------------------
@@ -400,10 +426,14 @@ def test_embedded_model_run_on_two_games(tmp_path):
                    "--run-dir", str(run_dir), "--no-cache", "--quiet", timeout=900)
     assert proc.returncode == 0, proc.stderr
     records = _records(run_dir)
-    assert len([r for r in records if r.trial == 1]) == 2
+    trial1 = [r for r in records if r.trial == 1]
+    assert len(trial1) == 2
+    # exactly the games lost in trial 1 are played again
+    assert sorted(r.task_id for r in records if r.trial == 2) == sorted(r.task_id for r in trial1 if not r.success)
     for rec in records:
         assert rec.error is None, rec.error
         assert rec.trajectory.steps and rec.trajectory.end_reason in ("won", "step_budget", "loop")
+        assert rec.success == (rec.trajectory.end_reason == "won") == rec.evaluation["won"]
         assert rec.trajectory.calls[0].prompt_tokens > 300
         if rec.trial == 1 and not rec.success:
             assert rec.reflection

@@ -23,25 +23,37 @@ from reinagent.store import RunStore, read_records
 from tests.conftest import ROOT
 
 
-class InFlight:
-    """A server reply that holds each request for `hold_s` and tracks how many overlap, per kind
-    (actor or reflection), so tests see concurrency as the server sees it."""
+DEADLINE_S = 120.0  # how long a held request waits for the others before the test gives up
 
-    def __init__(self, hold_s: float = 0.1, slow_when: str | None = None, slow_s: float = 0.0):
-        self.hold_s, self.slow_when, self.slow_s = hold_s, slow_when, slow_s
-        self.lock = threading.Lock()
+
+class InFlight:
+    """A server reply that tracks how many requests overlap, per kind (actor or reflection), and
+    can hold the first requests of a kind until `gather[kind]` of them are in flight at once.
+
+    Holding makes overlap a guarantee rather than a likelihood: if the client can have that many
+    requests in flight, the gathering completes whatever the machine's speed; if it cannot (a
+    limit too tight, episodes run one by one), it never does, and the deadline records a miss.
+    """
+
+    def __init__(self, gather: dict[str, int] | None = None):
+        self.gather = dict(gather or {})
+        self.cond = threading.Condition()
         self.now = {"actor": 0, "reflect": 0, "all": 0}
         self.peak = dict(self.now)
+        self.gathered: dict[str, bool] = {}  # kind -> the gathering completed (False: deadline)
 
     def __call__(self, messages):
         kind = "reflect" if "failed attempt" in messages[-1]["content"].lower() else "actor"
-        with self.lock:
+        with self.cond:
             for k in (kind, "all"):
                 self.now[k] += 1
                 self.peak[k] = max(self.peak[k], self.now[k])
-        slow = self.slow_when is not None and self.slow_when in messages[-1]["content"]
-        time.sleep(self.slow_s if slow else self.hold_s)
-        with self.lock:
+            self.cond.notify_all()
+            for k in (kind, "all"):
+                if k in self.gather and k not in self.gathered:
+                    reached = self.cond.wait_for(lambda k=k: self.now[k] >= self.gather[k] or k in self.gathered, DEADLINE_S)
+                    self.gathered.setdefault(k, reached)
+                    self.cond.notify_all()
             for k in (kind, "all"):
                 self.now[k] -= 1
         return default_reply(messages)
@@ -55,19 +67,22 @@ def _run(server, tmp_path, name="r", **kw):
 
 
 def test_per_model_limit_caps_requests_at_the_server(tmp_path):
-    reply = InFlight()
+    # The first requests are held until 3 are in flight: the limit lets exactly 3 through.
+    reply = InFlight(gather={"all": 3})
     with FakeOpenAIServer(reply=reply) as server:
         _run(server, tmp_path, max_model_concurrency=3)
         assert server.count == 8 * 3  # nothing lost to the limit
-    assert 2 <= reply.peak["all"] <= 3
+    assert reply.gathered == {"all": True} and reply.peak["all"] == 3
 
 
 def test_without_a_model_limit_episodes_and_reflections_overlap(tmp_path):
-    reply = InFlight()
+    # Every episode of a trial is in flight at once, and so is every reflection: the first of
+    # each are held until all eight have arrived.
+    reply = InFlight(gather={"actor": 8, "reflect": 8})
     with FakeOpenAIServer(reply=reply) as server:
         _run(server, tmp_path)
-    assert reply.peak["all"] > 3
-    assert reply.peak["reflect"] > 1  # reflections of one trial run concurrently too
+    assert reply.gathered == {"actor": True, "reflect": True}
+    assert reply.peak["actor"] == reply.peak["reflect"] == 8
 
 
 def test_actor_and_reflector_on_one_model_share_one_limit(tmp_path):
@@ -81,16 +96,31 @@ def test_actor_and_reflector_on_one_model_share_one_limit(tmp_path):
 
 
 def test_a_slow_task_does_not_hold_back_the_others(tmp_path):
+    # The slow task's request is answered only once the five others are recorded: with two
+    # slots that happens only if they all pass through the other slot while it is in flight
+    # (head-of-line blocking would leave them waiting behind it until the deadline).
     slow_question = "VIVA Media AG"  # the first task of hard100
-    reply = InFlight(hold_s=0.01, slow_when=slow_question, slow_s=1.5)
+    records = tmp_path / "r" / "records.jsonl"
+    waited: list[bool] = []
+
+    def reply(messages):
+        if slow_question in messages[-1]["content"]:
+            deadline = time.monotonic() + DEADLINE_S
+            while not (records.is_file() and records.read_text().count("\n") >= 5):
+                if time.monotonic() > deadline:
+                    waited.append(False)
+                    break
+                time.sleep(0.02)
+            else:
+                waited.append(True)
+        return default_reply(messages)
+
     with FakeOpenAIServer(reply=reply) as server:
         run_dir = _run(server, tmp_path, num_trials=1, num_envs=6, max_concurrency=2)
-    _spec, records = load_run(run_dir)
-    slow = [r for r in records if slow_question in r.trajectory.messages[1].content]  # the user prompt
-    assert len(slow) == 1
-    others = [r for r in records if r is not slow[0]]
-    # With two slots, the five quick tasks all pass through the other slot while the slow one runs.
-    assert len(others) == 5 and all(r.finished_at < slow[0].finished_at for r in others)
+    assert waited == [True]
+    _spec, done = load_run(run_dir)
+    slow = [r for r in done if slow_question in r.trajectory.messages[1].content]  # the user prompt
+    assert len(slow) == 1 and len(done) == 6 and all(r.error is None for r in done)
 
 
 def test_records_finishing_together_are_all_durable(tmp_path):

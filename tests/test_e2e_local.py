@@ -28,7 +28,9 @@ def test_embedded_model_run_resume_report(tmp_path):
         assert rec.trajectory.calls[0].prompt_tokens > 100 and rec.trajectory.calls[0].completion_tokens > 0
         if rec.trial == 1 and not rec.success:
             assert rec.reflection, "a failed first trial gets a reflection"
-    trial2 = [r for r in records if r.trial == 2]
+    trial1, trial2 = [r for r in records if r.trial == 1], [r for r in records if r.trial == 2]
+    # exactly the tasks that failed trial 1 get a second trial
+    assert sorted(r.task_id for r in trial2) == sorted(r.task_id for r in trial1 if not r.success)
     for rec in trial2:
         first = next(r for r in records if r.task_id == rec.task_id and r.trial == 1)
         assert rec.memory == [first.reflection]

@@ -44,24 +44,31 @@ class PrefillSide:
             torch.set_num_threads(int(lm.info.get("prefill_threads", 1)))
         with torch.inference_mode():
             while not self._stop.is_set():
-                waiting, handed = self._take_queued(), set()
-                try:
-                    for req, kv in self._prefill_all(waiting):
-                        handed.add(id(req))
-                        self._ready.put((req, kv))  # the decoder takes it at its next step
-                except Exception as err:  # noqa: BLE001 - only those not handed over are lost
-                    for req in waiting:
-                        if id(req) not in handed:
-                            self._settle(req, error=ModelError(f"{self.name}: prefill failed: {err}"))
+                self._prefill_round(block=True)
 
-    def _take_queued(self) -> list[_Request]:
-        """Wait for a free row and a request; then take more while both last."""
+    def _prefill_round(self, block: bool) -> int:
+        """Take queued requests while rows are free (waiting for the first when `block`),
+        prefill them and hand them to the decoder; how many were taken."""
+        waiting, handed = self._take_queued(block), set()
+        try:
+            for req, kv in self._prefill_all(waiting):
+                handed.add(id(req))
+                self._ready.put((req, kv))  # the decoder takes it at its next step
+        except Exception as err:  # noqa: BLE001 - only those not handed over are lost
+            for req in waiting:
+                if id(req) not in handed:
+                    self._settle(req, error=ModelError(f"{self.name}: prefill failed: {err}"))
+        return len(waiting)
+
+    def _take_queued(self, block: bool = True) -> list[_Request]:
+        """Wait for a free row and a request (unless not `block`); then take more while both last."""
         waiting: list[_Request] = []
         while not self._stop.is_set():
-            if not self._rows.acquire(blocking=not waiting):  # the first waits for a free row
+            first = block and not waiting  # the first waits for a free row and a request
+            if not self._rows.acquire(blocking=first):
                 break
             try:
-                item = self._queue.get(block=not waiting)
+                item = self._queue.get(block=first)
             except queue.Empty:
                 self._rows.release()
                 break

@@ -14,6 +14,11 @@ runs side by side at nearly full speed (measured: a batch-8 step 117 -> 122 ms w
 tail prefills beside it, 196 -> 205 ms), and the batch no longer stops for every newcomer.
 Rows are bounded by a semaphore: a request holds one from the moment its prefill starts until it
 is answered, so prefilled requests never outnumber the free rows.
+
+With `threads=False` no thread starts: the caller drives the engine itself, `prefill()` admitting
+queued requests into free rows and `step()` decoding one token for every row. The tests use it to
+make scheduling (rows joining a running batch, slot reuse, prefix hits) a fixed sequence of
+events rather than a race between threads.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ def pad_from(rows: int) -> int:
 
 class BatchEngine(PrefillSide):
     def __init__(
-        self, load: Callable[[], LoadedModel], *, name: str, max_batch: int = 8, prefix_cache_mb: int = 256, compact_below: int | None = None
+        self, load: Callable[[], LoadedModel], *, name: str, max_batch: int = 8, prefix_cache_mb: int = 256, compact_below: int | None = None,
+        threads: bool = True,
     ):
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
@@ -78,6 +84,7 @@ class BatchEngine(PrefillSide):
         # (None: decided when the model has loaded).
         self.compact_below = compact_below
         self._load = load
+        self.threads = threads  # False: driven by the caller through prefill() and step()
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # submitted -> prefill thread
         self._ready: queue.SimpleQueue = queue.SimpleQueue()  # prefilled (request, cache) -> decoding thread
         self._rows = threading.Semaphore(max_batch)
@@ -88,6 +95,8 @@ class BatchEngine(PrefillSide):
         self._error: BaseException | None = None
         self.loaded: LoadedModel | None = None
         self.prefix: Any = None  # kv.PrefixCache once loaded
+        self._active: list[_Request | None] = []  # one per batch row; None: finished, slot free
+        self._batch: Any = None  # kv.BatchKV once loaded
         self.stats = {"steps": 0, "max_rows": 0, "prefill_tokens": 0, "prefill_calls": 0, "slot_reuses": 0}
 
     # ----- called on event loops -------------------------------------------------------------
@@ -101,7 +110,7 @@ class BatchEngine(PrefillSide):
             if self._error is not None or self._stop.is_set():  # fail fast, like the callers before
                 req.future.set_exception(self._error or ModelError(f"{self.name} was closed"))
                 return req.future
-            if self._thread is None:
+            if self._thread is None and self.threads:
                 self._thread = threading.Thread(target=self._run, name=f"reinagent-{self.name}", daemon=True)
                 self._thread.start()
             self._queue.put(req)
@@ -109,6 +118,13 @@ class BatchEngine(PrefillSide):
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop both threads (blocking); requests still waiting fail with ModelError."""
+        if not self.threads:
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                self._stop.set()
+            self._shut_down()
+            return
         with self._lock:
             thread, self._thread = self._thread, None
             if thread is None:
@@ -120,42 +136,90 @@ class BatchEngine(PrefillSide):
             self._ready.put(_CLOSE)
         thread.join(timeout)
 
+    # ----- driven by the caller (threads=False) ------------------------------------------------
+
+    def prefill(self) -> int:
+        """Admit queued requests into free rows and prefill them; how many were admitted."""
+        if not self._driven():
+            return 0
+        import torch
+
+        with torch.inference_mode():
+            return self._prefill_round(block=False)
+
+    def step(self) -> int:
+        """Place the prefilled requests into the batch and decode one token for every row; how
+        many rows were decoded (0: the batch is empty)."""
+        if not self._driven():
+            return 0
+        import torch
+
+        with torch.inference_mode():
+            return self._decode_round(block=False)
+
+    def _driven(self) -> bool:
+        if self.threads:
+            raise RuntimeError("prefill() and step() drive an engine made with threads=False")
+        if self._stop.is_set() or self._error is not None:
+            return False
+        return self.loaded is not None or self._load_model()
+
     # ----- the decoding thread ---------------------------------------------------------------
 
-    def _run(self) -> None:
+    def _load_model(self) -> bool:
+        """Load the model and make the caches; on failure fail every queued request."""
         try:
-            import torch
-
             from reinagent.llm.kv import BatchKV, PrefixCache
 
-            self.loaded = self._load()
+            loaded = self._load()
         except BaseException as err:  # noqa: BLE001 - every waiting episode must hear why
             with self._lock:  # from now on submit fails fast; all that came before is queued
                 self._error = err if isinstance(err, ReinagentError | ModelError) else ModelError(f"{self.name}: could not load the model: {err}")
             self._fail_queued(self._error)
-            return
+            return False
         self.prefix = PrefixCache(self.prefix_cache_mb * 2**20)
         if self.compact_below is None:
             # With packed weights a batch of at least half the rows costs the same as a full one,
             # so finished rows may wait there for a newcomer; otherwise every row costs its share.
-            self.compact_below = pad_from(self.max_batch) if self.loaded.info.get("packed_linears") else self.max_batch + 1
+            self.compact_below = pad_from(self.max_batch) if loaded.info.get("packed_linears") else self.max_batch + 1
         self._batch = BatchKV()
-        self._active: list[_Request | None] = []  # one per batch row; None: finished, slot free
+        self.loaded = loaded
+        return True
+
+    def _run(self) -> None:
+        if not self._load_model():
+            return
+        import torch
+
         self._prefiller = threading.Thread(target=self._prefill_loop, name=f"reinagent-{self.name}-prefill", daemon=True)
         self._prefiller.start()
         with torch.inference_mode():
             while not self._stop.is_set():
-                try:
-                    self._take_ready(block=not self._active)
-                    if self._active and not self._stop.is_set():
-                        self._step()
-                except Exception as err:  # noqa: BLE001 - no row of a failed batch can be trusted
-                    for req in filter(None, self._active):
-                        self._settle(req, error=ModelError(f"{self.name}: generation failed: {err}"))
-                    self._active, self._batch = [], BatchKV()
+                self._decode_round(block=True)
         self._prefiller.join()
+        self._shut_down()
+
+    def _decode_round(self, block: bool) -> int:
+        """Take what is prefilled (waiting for it when `block` and the batch is empty), then
+        decode one step; the number of rows decoded."""
+        try:
+            self._take_ready(block=block and not self._active)
+            if self._active and not self._stop.is_set():
+                rows = len(self._active)
+                self._step()
+                return rows
+        except Exception as err:  # noqa: BLE001 - no row of a failed batch can be trusted
+            from reinagent.llm.kv import BatchKV
+
+            for req in filter(None, self._active):
+                self._settle(req, error=ModelError(f"{self.name}: generation failed: {err}"))
+            self._active, self._batch = [], BatchKV()
+        return 0
+
+    def _shut_down(self) -> None:
         for req in filter(None, self._active):
             self._settle(req, error=ModelError(f"{self.name} was closed"))
+        self._active = []
         self._fail_queued(ModelError(f"{self.name} was closed"))
 
     def _fail_queued(self, error: BaseException) -> None:
