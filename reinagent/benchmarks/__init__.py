@@ -34,6 +34,12 @@ REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         ("react", "alfworld-expert"),
         "134 unseen household text games, success = info['won']",
     ),
+    "remote": (
+        "reinagent.service.remote",
+        "RemoteBenchmark",
+        ("react",),
+        "any env server of docs/env-protocol.md (--env-url), success = info.success or reward >= 1",
+    ),
 }
 
 

@@ -1,0 +1,202 @@
+"""`reinagent check-env URL`: does a server speak docs/env-protocol.md? (like Gymnasium's checker)
+
+Each check prints one line, `PASS name` or `FAIL name: why`; the exit code is 1 when any check
+failed, 2 when the server cannot be reached at all. The checks open at most two sessions and
+close them again, so they are safe against a server in use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from reinagent.service.client import TOKEN_ENV
+
+STEP_KEYS = ("state", "observation", "reward", "done", "terminated", "truncated", "info")
+RESET_KEYS = ("id", "state", "observation", "info")
+
+
+class Violation(Exception):
+    pass
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise Violation(message)
+
+
+@dataclass
+class Checker:
+    url: str
+    token: str | None = None
+    action: str = "look"
+    out: Callable[[str], None] = print
+    failures: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self.http = httpx.Client(base_url=self.url.rstrip("/"), headers=headers, timeout=600.0)
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
+             status: int | tuple[int, ...] = 200) -> dict[str, Any]:
+        """The JSON object the server answered, after checking the status and the error shape."""
+        if raw is not None:
+            response = self.http.request(method, path, content=raw, headers={"Content-Type": "application/json"})
+        else:
+            response = self.http.request(method, path, json=body)
+        wanted = (status,) if isinstance(status, int) else status
+        expect(response.status_code in wanted,
+               f"{method} {path} answered {response.status_code}, expected {' or '.join(map(str, wanted))}: "
+               f"{response.text[:200]}")
+        try:
+            data = response.json()
+        except ValueError:
+            raise Violation(f"{method} {path} answered a body that is not JSON: {response.text[:200]!r}") from None
+        expect(isinstance(data, dict), f"{method} {path} answered {type(data).__name__}, not a JSON object")
+        if response.status_code >= 400:
+            expect(isinstance(data.get("error"), str) and data["error"],
+                   f"{method} {path} error body lacks a non-empty string 'error': {data}")
+        return data
+
+    def check(self, name: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Violation as err:
+            self.failures.append(name)
+            self.out(f"FAIL {name}: {err}")
+        except httpx.HTTPError as err:
+            self.failures.append(name)
+            self.out(f"FAIL {name}: {type(err).__name__}: {err}")
+        else:
+            self.out(f"PASS {name}")
+
+    # --- the checks, in order; later ones use what earlier ones found ------------------------------
+
+    def health(self) -> None:
+        data = self.call("GET", "/health")
+        expect(data.get("status") == "ok", f"/health status is {data.get('status')!r}, not 'ok'")
+        expect(isinstance(data.get("benchmark"), str), "/health lacks a string 'benchmark'")
+        expect(type(data.get("sessions")) is int and data["sessions"] >= 0, "/health lacks an int 'sessions' >= 0")
+        self.state["sessions"] = data["sessions"]
+
+    def tasks(self) -> None:
+        data = self.call("GET", "/tasks")
+        tasks = data.get("tasks")
+        expect(isinstance(tasks, list) and tasks, "/tasks lacks a non-empty list 'tasks'")
+        expect(all(isinstance(t, str) for t in tasks), "/tasks has task ids that are not strings")
+        expect(len(set(tasks)) == len(tasks), "/tasks lists a task id twice")
+        self.state["task"] = tasks[0]
+
+    def create(self) -> None:
+        data = self.call("POST", "/create", {"task_id": self._task()})
+        expect(isinstance(data.get("id"), str) and data["id"], "/create lacks a non-empty string 'id'")
+        self.state["id"] = data["id"]
+
+    def reset(self) -> None:
+        data = self.call("POST", "/reset", {"id": self._id(), "seed": 0})
+        self._keys("/reset", data, RESET_KEYS)
+        expect(data["id"] == self._id(), "/reset answered another session's id")
+        self._observation("/reset", data)
+
+    def step(self) -> None:
+        data = self.call("POST", "/step", {"id": self._id(), "action": self.action})
+        self._step_shape("/step", data)
+
+    def unknown_id(self) -> None:
+        self.call("POST", "/step", {"id": "no-such-session-0000", "action": self.action}, status=404)
+        self.call("POST", "/reset", {"id": "no-such-session-0000"}, status=404)
+
+    def unknown_task(self) -> None:
+        self.call("POST", "/create", {"task_id": "no such task \u2603"}, status=404)
+
+    def malformed(self) -> None:
+        self.call("POST", "/step", {"id": self._id()}, status=422)  # no action
+        self.call("POST", "/step", {"id": self._id(), "action": 3}, status=422)  # not a string
+        self.call("POST", "/create", {}, status=422)  # no task_id
+        self.call("POST", "/step", raw=b"{not json", status=(400, 422))
+
+    def close(self) -> None:
+        data = self.call("POST", "/close", {"id": self._id()})
+        expect(data.get("closed") is True, f"/close answered {data}, not {{'closed': true}}")
+        self.call("POST", "/step", {"id": self._id(), "action": self.action}, status=404)
+        self.call("POST", "/close", {"id": self._id()}, status=404)
+
+    def seed_style(self) -> None:
+        data = self.call("POST", "/reset", {})
+        expect(isinstance(data.get("state"), str), "id-less /reset lacks a string 'state'")
+        expect(isinstance(data.get("id"), str), "id-less /reset lacks the default session's 'id'")
+        step = self.call("POST", "/step", {"action": self.action})
+        self._step_shape("id-less /step", step)
+        self.call("POST", "/close", {"id": data["id"]})
+
+    def sessions_released(self) -> None:
+        data = self.call("GET", "/health")
+        before = self.state.get("sessions")
+        expect(before is None or data.get("sessions") == before,
+               f"/health counts {data.get('sessions')} sessions after the checks closed theirs, {before} before")
+
+    def auth(self) -> None:
+        response = httpx.get(self.url.rstrip("/") + "/health", timeout=30.0)
+        expect(response.status_code == 401, f"/health without the bearer token answered {response.status_code}, not 401")
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _task(self) -> str:
+        expect("task" in self.state, "no task id to use (the /tasks check failed)")
+        return self.state["task"]
+
+    def _id(self) -> str:
+        expect("id" in self.state, "no session to use (the /create check failed)")
+        return self.state["id"]
+
+    @staticmethod
+    def _keys(where: str, data: dict, keys: tuple[str, ...]) -> None:
+        missing = [k for k in keys if k not in data]
+        expect(not missing, f"{where} lacks {', '.join(missing)}")
+
+    @staticmethod
+    def _observation(where: str, data: dict) -> None:
+        expect(isinstance(data["observation"], str), f"{where} observation is not a string")
+        expect(data["state"] == data["observation"], f"{where} state differs from observation")
+        expect(isinstance(data["info"], dict), f"{where} info is not an object")
+
+    def _step_shape(self, where: str, data: dict) -> None:
+        self._keys(where, data, STEP_KEYS)
+        self._observation(where, data)
+        expect(isinstance(data["reward"], (int, float)) and not isinstance(data["reward"], bool),
+               f"{where} reward is not a number")
+        for key in ("done", "terminated", "truncated"):
+            expect(isinstance(data[key], bool), f"{where} {key} is not a boolean")
+        expect(data["done"] == (data["terminated"] or data["truncated"]),
+               f"{where} done={data['done']} but terminated={data['terminated']}, truncated={data['truncated']}")
+
+    def run(self) -> int:
+        try:
+            self.http.get("/health")
+        except httpx.HTTPError as err:
+            self.out(f"FAIL reachable: {type(err).__name__}: {err}")
+            return 2
+        checks = [
+            ("health", self.health), ("tasks", self.tasks), ("create", self.create), ("reset", self.reset),
+            ("step", self.step), ("unknown session id -> 404", self.unknown_id),
+            ("unknown task -> 404", self.unknown_task), ("malformed body -> 422/400", self.malformed),
+            ("close", self.close), ("seed-style id-less reset/step", self.seed_style),
+            ("sessions released", self.sessions_released),
+        ]
+        if self.token:
+            checks.append(("no token -> 401", self.auth))
+        for name, fn in checks:
+            self.check(name, fn)
+        self.http.close()
+        passed = len(checks) - len(self.failures)
+        self.out(f"{passed} checks passed, {len(self.failures)} failed")
+        return 1 if self.failures else 0
+
+
+def run_checks(url: str, *, token: str | None = None, action: str = "look") -> int:
+    return Checker(url, token or os.environ.get(TOKEN_ENV), action).run()

@@ -1,0 +1,36 @@
+"""The verbs `serve-env` and `check-env` (imported only when used: they pull in starlette/uvicorn)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command(name="serve-env")
+@click.option("--benchmark", required=True,
+              help="Benchmark whose environments to serve (see `reinagent list`), or package.module:Class.")
+@click.option("--split", help="Task split to serve (default: the benchmark's).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; not loopback needs --token.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port; 0 picks a free one.")
+@click.option("--max-sessions", type=int, default=64, show_default=True, help="Open sessions at most; more get 503.")
+@click.option("--idle-timeout-s", type=float, default=600.0, show_default=True,
+              help="Close a session unused for this long.")
+@click.option("--token", help="Bearer token every request must carry (default: $REINAGENT_ENV_TOKEN).")
+def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token) -> None:
+    """Serve a benchmark's environments over HTTP (protocol: docs/env-protocol.md)."""
+    from reinagent.service.server import serve
+
+    sys.exit(serve(benchmark, split=split, host=host, port=port, max_sessions=max_sessions,
+                   idle_timeout_s=idle_timeout_s, token=token))
+
+
+@click.command(name="check-env")
+@click.argument("url")
+@click.option("--token", help="Bearer token of the server (default: $REINAGENT_ENV_TOKEN).")
+@click.option("--action", default="look", show_default=True, help="Action sent in the step checks.")
+def check_env(url, token, action) -> None:
+    """Check that the server at URL speaks the environment protocol; exit 1 on any violation."""
+    from reinagent.service.check import run_checks
+
+    sys.exit(run_checks(url, token=token, action=action))

@@ -1,0 +1,274 @@
+"""`reinagent serve-env`: one benchmark's environments over HTTP/JSON (Starlette on uvicorn).
+
+Plain Starlette rather than FastAPI: the protocol's error bodies (`{"error": ...}`, 400 for
+invalid JSON, 422 for a malformed body) are written here once, and a step costs no more than
+parsing one small JSON object. Environments that block (ALFWorld games in worker processes,
+sandboxed tests) run in threads through `reinagent.env.astep`, so one slow game never holds up
+another session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hmac
+import ipaddress
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from reinagent.env import areset, astep
+from reinagent.errors import ConfigError
+from reinagent.redact import redact
+from reinagent.service import protocol as p
+from reinagent.service.sessions import (
+    STEP_OPTIONS, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain,
+)
+
+M = TypeVar("M", bound=BaseModel)
+RETRY_AFTER_S = 1
+TOKEN_ENV = "REINAGENT_ENV_TOKEN"
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(model.model_dump_json(), status_code=status, media_type="application/json", headers=headers)
+
+
+async def _parse(request: Request, model: type[M]) -> M:
+    body = await request.body()
+    try:
+        data = json.loads(body) if body.strip() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise HttpError(400, f"invalid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise HttpError(422, f"the body must be a JSON object, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "body"
+        raise HttpError(422, f"{where}: {first['msg']}") from None
+
+
+def create_app(table: SessionTable, *, token: str | None = None, executor_threads: int = 16) -> Starlette:
+    expected = f"Bearer {token}".encode() if token else None
+
+    def endpoint(handler: Callable[[Request], Awaitable[BaseModel]]):
+        async def run(request: Request) -> Response:
+            if expected is not None:
+                got = request.headers.get("authorization", "").encode()
+                if not hmac.compare_digest(got, expected):
+                    return _json(p.Error(error="missing or wrong bearer token"), 401,
+                                 {"WWW-Authenticate": "Bearer"})
+            try:
+                return _json(await handler(request))
+            except HttpError as err:
+                return _json(p.Error(error=err.message), err.status, err.headers)
+            except NotFound as err:
+                return _json(p.Error(error=str(err)), 404)
+            except Invalid as err:
+                return _json(p.Error(error=str(err)), 422)
+            except Full as err:
+                return _json(p.Error(error=str(err)), 503, {"Retry-After": str(RETRY_AFTER_S)})
+        return run
+
+    async def guarded(session: Session, what: str, call: Awaitable):
+        """Run an env call; an env that raises is closed (its state is unknown) and answers 500."""
+        try:
+            return await call
+        except Exception as err:  # noqa: BLE001 - any failure of the environment's own code
+            with contextlib.suppress(Exception):
+                await table.close(session.id)
+            raise HttpError(500, redact(f"the environment failed on {what}: {type(err).__name__}: {err} "
+                                        f"(session {session.id} closed)")) from None
+
+    # Resets of blocking envs (an ALFWorld reset spawns a worker and loads a game: seconds of CPU)
+    # take turns: 32 at once on 2 cores each took 16x as long and ran past the engine's load
+    # timeout (all 32 failed under load); queued, each load is fast and steps go on meanwhile.
+    reset_slots = asyncio.Semaphore(max(2, os.cpu_count() or 1))
+
+    async def start_episode(session: Session, seed: int | None):
+        if not getattr(session.env, "blocking", False):
+            return await guarded(session, "reset", areset(session.env, seed=seed))
+        async with reset_slots:
+            return await guarded(session, "reset", areset(session.env, seed=seed))
+
+    async def locked(session: Session) -> contextlib.AbstractAsyncContextManager:
+        await session.lock.acquire()
+        if table.sessions.get(session.id) is not session:  # closed while we waited
+            session.lock.release()
+            raise NotFound(f"unknown session id {session.id!r} (closed while the request waited)")
+        return session.lock
+
+    async def health(request: Request) -> BaseModel:
+        return p.Health(benchmark=table.bench.name, sessions=len(table), split=table.config.split)
+
+    async def tasks(request: Request) -> BaseModel:
+        return p.Tasks(tasks=list(table.tasks))
+
+    async def create(request: Request) -> BaseModel:
+        req = await _parse(request, p.CreateRequest)
+        session = await table.create(req.task_id, req.options)
+        return p.Created(id=session.id)
+
+    async def reset(request: Request) -> BaseModel:
+        req = await _parse(request, p.ResetRequest)
+        session = table.get(req.id) if req.id is not None else await table.default_for_reset(req.task_id)
+        lock = await locked(session)
+        try:
+            obs, info = await start_episode(session, req.seed)
+            session.was_reset = True
+        finally:
+            session.last_used = time.monotonic()  # idle counts from the end of a long request
+            lock.release()
+        return p.ResetResult(id=session.id, state=obs, observation=obs, info=plain(info))
+
+    async def step(request: Request) -> BaseModel:
+        req = await _parse(request, p.StepRequest)
+        session = table.get(req.id)
+        lock = await locked(session)
+        try:
+            for name, value in req.options.items():
+                setter = getattr(session.env, f"set_{name}", None) if name in STEP_OPTIONS else None
+                if setter is None:
+                    raise Invalid(f"this environment takes no step option {name!r}")
+                setter(value)
+            if not session.was_reset:  # a step before any reset starts the episode first
+                await start_episode(session, None)
+                session.was_reset = True
+            obs, reward, terminated, truncated, info = await guarded(session, "step", astep(session.env, req.action))
+        finally:
+            session.last_used = time.monotonic()
+            lock.release()
+        return p.StepResult.of(obs, reward, bool(terminated), bool(truncated), plain(info))
+
+    async def close(request: Request) -> BaseModel:
+        req = await _parse(request, p.CloseRequest)
+        session = table.get(req.id)
+        async with session.lock:  # never close an env under a running step
+            await table.close(req.id)
+        return p.Closed()
+
+    async def reap_idle() -> None:
+        period = min(max(table.idle_timeout_s / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            await table.close_idle()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        # Blocking envs step in threads: enough of them that every session can be mid-step.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(executor_threads))
+        reaper = asyncio.create_task(reap_idle())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await table.close_all()
+            await asyncio.to_thread(table.bench.close)
+
+    routes = [
+        Route("/health", endpoint(health), methods=["GET"]),
+        Route("/tasks", endpoint(tasks), methods=["GET"]),
+        Route("/create", endpoint(create), methods=["POST"]),
+        Route("/reset", endpoint(reset), methods=["POST"]),
+        Route("/step", endpoint(step), methods=["POST"]),
+        Route("/close", endpoint(close), methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+
+    async def not_found(request, exc):
+        status = getattr(exc, "status_code", 500)
+        message = "no such endpoint; valid: GET /health, GET /tasks, POST /create, /reset, /step, /close" \
+            if status in (404, 405) else str(getattr(exc, "detail", exc))
+        return _json(p.Error(error=message), status)
+
+    app.add_exception_handler(404, not_found)
+    app.add_exception_handler(405, not_found)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535 (0 picks a free one), got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP; without it
+    # every answer (headers, then body) waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use; choose another --port (0 picks a free one)") from None
+        raise ConfigError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+          max_sessions: int = 64, idle_timeout_s: float = 600.0, token: str | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; every session is closed on the way out. Returns the exit code."""
+    import uvicorn
+
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if max_sessions < 1:
+        raise ConfigError(f"--max-sessions must be at least 1, got {max_sessions}")
+    if idle_timeout_s <= 0:
+        raise ConfigError(f"--idle-timeout-s must be positive, got {idle_timeout_s}")
+    if not is_loopback(host) and not token:
+        raise ConfigError(f"serving on {host} (not loopback) needs a token: --token T or ${TOKEN_ENV}")
+    bench = load_benchmark(benchmark)
+    table = SessionTable(bench, base_config(bench, split, max_sessions), max_sessions, idle_timeout_s)
+    sock = _bind(host, port)
+    app = create_app(table, token=token, executor_threads=max(8, min(max_sessions, 64)) + 4)
+    # Clients drop idle pooled connections after 5 s (see client.py): the server keeps them longer,
+    # so a client never sends on a connection the server is closing.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_keep_alive=75, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+
+    def stop(signum, frame) -> None:
+        # Before uvicorn installs its handlers this ends the server at start-up; after its graceful
+        # shutdown uvicorn re-raises the signal it caught, which lands here: exit 0, not death by signal.
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    print(f"serving {bench.name} on {url_of(host, sock.getsockname()[1])}", flush=True)
+    asyncio.run(server.serve(sockets=[sock]))
+    return 0

@@ -1,0 +1,201 @@
+"""The server's side of environments: which benchmark, how an env is made, the session table.
+
+A session is one environment for one task, from `/create` to `/close` (or the idle timeout, or
+a crash of the environment). The table is bounded: a full table answers 503 rather than growing
+until the machine runs out of memory, which is how servers that never close sessions die.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from reinagent.benchmarks.base import Benchmark, Task
+from reinagent.config import RunConfig
+from reinagent.env import Env, aclose
+from reinagent.errors import ConfigError, choices
+
+#: RunConfig settings a client may choose per session (they change which env `make_env` builds).
+ENV_OPTIONS = ("agent", "max_steps", "timeout_s")
+#: per-step settings, applied as `env.set_<name>(value)` before the step (programming envs).
+STEP_OPTIONS = ("internal_tests",)
+ALFWORLD_MAX_WORKERS = 32  # one worker process (~100 MB) per live ALFWorld session, at most this many
+
+
+class NotFound(Exception):
+    """Unknown session id or task id: HTTP 404."""
+
+
+class Invalid(Exception):
+    """A well-formed request the environment cannot take (bad option): HTTP 422."""
+
+
+class Full(Exception):
+    """The session cap is reached: HTTP 503 with Retry-After."""
+
+
+def load_benchmark(name: str) -> Benchmark:
+    """A registered benchmark, or `package.module:Class` for a Benchmark subclass of your own."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"cannot load benchmark class {name!r}: {err}") from None
+        if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
+            raise ConfigError(f"{name!r} is not a reinagent Benchmark subclass")
+        return cls()
+    from reinagent import benchmarks
+
+    servable = [b for b in benchmarks.REGISTRY if b != "remote"]  # remote is a client, not an env
+    if name.rsplit("-v", 1)[0] not in servable:
+        raise ConfigError(f"unknown benchmark {name!r} to serve; valid: {', '.join(servable)}, "
+                          "or package.module:Class")
+    return benchmarks.make(name)
+
+
+def env_agent(bench: Benchmark) -> str:
+    """The agent whose environment a server builds by default: the interactive one (ReAct's
+    docstore for HotpotQA) where the benchmark has it."""
+    return "react" if "react" in bench.agents else bench.default_agent
+
+
+def base_config(bench: Benchmark, split: str | None, max_sessions: int) -> RunConfig:
+    split = split or bench.default_split
+    if split not in bench.splits:
+        raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
+    config = RunConfig(benchmark=bench.name, agent=env_agent(bench), split=split,
+                       max_concurrency=min(max_sessions, ALFWORLD_MAX_WORKERS))
+    bench.check_config(config)
+    return config
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe copy of an info dict (tuples become lists, unknown objects their str)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+@dataclass
+class Session:
+    id: str
+    task_id: str
+    env: Env
+    last_used: float = field(default_factory=time.monotonic)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one request at a time per session
+    was_reset: bool = False
+
+
+class SessionTable:
+    def __init__(self, bench: Benchmark, config: RunConfig, max_sessions: int, idle_timeout_s: float):
+        self.bench, self.config = bench, config
+        self.tasks: dict[str, Task] = {t.task_id: t for t in bench.load_tasks(config.split)}
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self.sessions: dict[str, Session] = {}
+        self.default_id: str | None = None  # the seed-style id-less session
+        self._reserved = 0  # creations in progress count against the cap
+        self._used = False  # the benchmark object has made envs since it was fresh
+        self._empty_since = time.monotonic()
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def _config_for(self, options: dict[str, Any]) -> RunConfig:
+        unknown = sorted(set(options) - set(ENV_OPTIONS))
+        if unknown:
+            raise Invalid(f"unknown option {unknown[0]!r}; valid: {choices(ENV_OPTIONS)}")
+        if not options:
+            return self.config
+        if "agent" in options and options["agent"] not in self.bench.agents:
+            raise Invalid(f"unknown agent {options['agent']!r} for {self.bench.name}; valid: {choices(self.bench.agents)}")
+        try:
+            return RunConfig(**{**self.config.model_dump(), **options})
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise Invalid(f"option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+    async def create(self, task_id: str, options: dict[str, Any] | None = None) -> Session:
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise NotFound(f"unknown task {task_id!r}; GET /tasks lists the {len(self.tasks)} valid ids")
+        config = self._config_for(options or {})
+        if len(self.sessions) + self._reserved >= self.max_sessions:
+            raise Full(f"session cap reached ({self.max_sessions} open); close a session or retry later")
+        self._reserved += 1
+        try:
+            env = self.bench.make_env(task, config)
+        finally:
+            self._reserved -= 1
+        session = Session(id=str(uuid.uuid4()), task_id=task_id, env=env)
+        self.sessions[session.id] = session
+        self._used = True
+        return session
+
+    def get(self, session_id: str | None) -> Session:
+        if session_id is None:
+            if self.default_id is None or self.default_id not in self.sessions:
+                raise NotFound("no default session: POST /reset without an id first")
+            session_id = self.default_id
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
+        session.last_used = time.monotonic()
+        return session
+
+    async def default_for_reset(self, task_id: str | None) -> Session:
+        """The id-less reset: the default session, (re)made when a task is named or none exists."""
+        current = self.sessions.get(self.default_id) if self.default_id else None
+        if current is not None and (task_id is None or task_id == current.task_id):
+            return current
+        if current is not None:
+            await self.close(current.id)
+        session = await self.create(task_id or next(iter(self.tasks)))
+        self.default_id = session.id
+        return session
+
+    async def close(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
+        if session_id == self.default_id:
+            self.default_id = None
+        if not self.sessions:
+            self._empty_since = time.monotonic()
+        await aclose(session.env)
+
+    async def close_idle(self) -> int:
+        """Close sessions unused for longer than the idle timeout (never one mid-request)."""
+        now = time.monotonic()
+        stale = [s.id for s in self.sessions.values()
+                 if now - s.last_used > self.idle_timeout_s and not s.lock.locked()]
+        for sid in stale:
+            if sid in self.sessions:
+                await self.close(sid)
+        await self._release_if_idle(now)
+        return len(stale)
+
+    async def _release_if_idle(self, now: float) -> None:
+        """With no session for the idle timeout, swap in a fresh benchmark object and close the old
+        one: its pooled resources (ALFWorld's worker processes, ~100 MB each; sandbox workers) go,
+        and the server returns to its resting memory. The next session starts a new pool."""
+        if self.sessions or self._reserved or not self._used or now - self._empty_since <= self.idle_timeout_s:
+            return
+        old = self.bench
+        fresh = type(old)()
+        fresh.check_config(self.config)
+        self.bench, self._used = fresh, False  # no await before this: no session can start in between
+        await asyncio.to_thread(old.close)
+
+    async def close_all(self) -> None:
+        for sid in list(self.sessions):
+            try:
+                await self.close(sid)
+            except Exception:  # noqa: BLE001 - shutting down: close the others all the same
+                pass
