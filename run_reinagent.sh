@@ -42,7 +42,7 @@ if [ "$is_resume" = 1 ]; then
   [ -n "$resume_dir" ] || { echo "error: --is_resume needs --resume_dir DIR" >&2; exit 2; }
   args=(resume "$resume_dir")
   [ -n "$start_trial" ] && args+=(--from-trial "$start_trial")
-  "$reinagent" "${args[@]}" "${extra[@]}"
+  rc=0; "$reinagent" "${args[@]}" "${extra[@]}" >/dev/null || rc=$?
   run_dir="$resume_dir"
 else
   if [ -z "$strategy" ]; then
@@ -54,10 +54,14 @@ else
   args=(run --benchmark "$benchmark" --strategy "$strategy" --num-trials "$num_trials"
         --num-envs "$num_envs" --model "$model" --run-dir "$run_dir")
   [ -n "$agent" ] && args+=(--agent "$agent")
-  "$reinagent" "${args[@]}" "${extra[@]}"
+  # stdout only repeats the run directory and a report hint: this script prints its own, once
+  rc=0; "$reinagent" "${args[@]}" "${extra[@]}" >/dev/null || rc=$?
 fi
+# 3 and 4: the run finished with errored (task, trial)s (see README "Exit codes"): still report
+case "$rc" in 0|3|4) ;; *) exit "$rc" ;; esac
 "$reinagent" report "$run_dir" > "$run_dir/report.md"
 "$reinagent" report "$run_dir" --format json > "$run_dir/report.json"
 cat "$run_dir/report.md"
 echo "run:    $run_dir"
 echo "report: $run_dir/report.md (and report.json)"
+exit "$rc"

@@ -44,7 +44,8 @@ def one_run(server: FakeOpenAIServer, strategy: str, args, run_dir: Path, cache_
     with contextlib.redirect_stderr(io.StringIO()):  # the runner's per-trial lines
         run(benchmark="hotpotqa", agent=args.agent, strategy=strategy, num_trials=args.trials,
             num_envs=args.tasks, model="openai/fake", base_url=server.base_url, run_dir=str(run_dir),
-            cache_dir=str(cache_dir), max_concurrency=args.tasks, temperature=args.temperature, progress=False)
+            cache_dir=str(cache_dir), cache_scope="shared",  # runs share answers only when asked
+            max_concurrency=args.tasks, temperature=args.temperature, progress=False)
     _spec, records = load_run(run_dir)
     calls = [(r.trial, c) for r in records for c in r.calls]
     return {

@@ -166,24 +166,73 @@ def _run(server, tmp_path, name, strategy="reflexion", **kw):
 
 def test_identical_rerun_makes_no_model_calls_and_reports_hits(tmp_path):
     with FakeOpenAIServer() as server:
-        _run(server, tmp_path, "first")
+        _run(server, tmp_path, "first", cache_scope="shared")
         paid = server.count
         assert paid == 3 * 2 + 3  # actor + reflection in trial 1, actor in trial 2
-        second = _run(server, tmp_path, "second")
+        second = _run(server, tmp_path, "second", cache_scope="shared")
         assert server.count == paid
     _spec, records = load_run(second)
     calls = [c for r in records for c in r.calls]
     assert len(calls) == paid and all(c.cached for c in calls)
-    usage = summarize(second)["usage"]
+    summary = summarize(second)
+    usage = summary["usage"]
     assert usage["calls"] == paid and usage["cache_hits"] == paid
     assert usage["prompt_tokens"] == usage["completion_tokens"] == 0
+    # ... and the report says what the calls cost when they were made, and warns.
+    first = summarize(tmp_path / "first")
+    assert usage["if_uncached"] == first["usage"]["if_uncached"]
+    assert usage["if_uncached"]["prompt_tokens"] == first["usage"]["prompt_tokens"] > 0
+    assert summary["cache_share"] == 1.0 and first["cache_share"] == 0.0
+    from reinagent.report.markdown import report_markdown
+
+    text = report_markdown([first, summary])
+    assert "tokens if uncached" in text and "cost if uncached (USD)" in text
+    warnings = [line for line in text.splitlines() if line.startswith("> **warning:**") and "response cache" in line]
+    assert len(warnings) == 2 and f"{paid} of {paid} calls (100%)" in warnings[0]  # comparison + its own section
+
+
+def test_runs_do_not_share_answers_by_default(tmp_path):
+    """The default scope is `run`: a second run pays for its own calls (an honest cost), while a
+    resume of the same run replays its own calls from the cache."""
+    with FakeOpenAIServer() as server:
+        first = _run(server, tmp_path, "first")
+        paid = server.count
+        second = _run(server, tmp_path, "second")
+        assert server.count == 2 * paid
+        assert not any(c.cached for r in load_run(second)[1] for c in r.calls)
+        proc = run_cli("resume", str(first), "--from-trial", "1", "--quiet")  # redo it all: same run
+        assert proc.returncode == 0, proc.stderr
+        assert server.count == 2 * paid
+    _spec, records = load_run(first)
+    assert len(records) == 6 and all(c.cached for r in records for c in r.calls)
+
+
+@pytest.mark.parametrize("scope, reused", [("run", False), ("shared", True)])
+def test_sampled_calls_reuse_another_runs_samples_only_when_asked(tmp_path, scope, reused):
+    with FakeOpenAIServer() as server:
+        _run(server, tmp_path, "first", temperature=0.7, cache_scope=scope)
+        paid = server.count
+        second = _run(server, tmp_path, "second", temperature=0.7, cache_scope=scope)
+        assert server.count == (paid if reused else 2 * paid)
+    calls = [c for r in load_run(second)[1] for c in r.calls]
+    assert all(c.cached is reused for c in calls)
+
+
+def test_run_scope_without_a_run_key_shares_nothing():
+    from reinagent.llm.cache import scoped_identity
+
+    assert scoped_identity(FAKE, "shared", "k") == FAKE
+    assert scoped_identity(FAKE, "run", "k") == {**FAKE, "run": "k"}
+    assert scoped_identity(FAKE, "run", None) != scoped_identity(FAKE, "run", None)
+    with pytest.raises(ValueError, match="valid: run or shared"):
+        scoped_identity(FAKE, "global", "k")
 
 
 def test_strategies_share_their_trial_one_calls(tmp_path):
     with FakeOpenAIServer() as server:
-        _run(server, tmp_path, "reflexion", strategy="reflexion")
+        _run(server, tmp_path, "reflexion", strategy="reflexion", cache_scope="shared")
         before = server.count
-        later = _run(server, tmp_path, "last_attempt", strategy="last_attempt")
+        later = _run(server, tmp_path, "last_attempt", strategy="last_attempt", cache_scope="shared")
         paid = server.count - before
     _spec, records = load_run(later)
     trial1 = [c for r in records if r.trial == 1 for c in r.calls]
@@ -197,14 +246,15 @@ def test_no_cache_flag_calls_the_model_every_time(tmp_path):
                 "--num-envs", "2", "--model", "openai/fake", "--base-url", server.base_url, "--quiet"]
         env = {"REINAGENT_CACHE_DIR": str(tmp_path / "root")}
         for i, flag in enumerate(["--no-cache", "--no-cache", "--cache", "--cache"]):
-            proc = run_cli(*args, flag, "--run-dir", str(tmp_path / f"r{i}"), env=env)
+            proc = run_cli(*args, flag, "--cache-scope", "shared", "--run-dir", str(tmp_path / f"r{i}"), env=env)
             assert proc.returncode == 0, proc.stderr
         assert server.count == 2 + 2 + 2 + 0
     assert (tmp_path / "root" / "responses" / DB_NAME).is_file()  # REINAGENT_CACHE_DIR moved it
 
 
 def test_secrets_never_reach_the_cache_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    # A --base-url server gets REINAGENT_SERVER_API_KEY (never a hosted provider's key).
+    monkeypatch.setenv("REINAGENT_SERVER_API_KEY", SECRET)
     with FakeOpenAIServer() as server:
         _run(server, tmp_path, "r")
         assert server.headers_seen[0]["Authorization"] == f"Bearer {SECRET}"

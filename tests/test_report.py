@@ -7,6 +7,7 @@ store's format that the reports do not follow fails here.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -230,6 +231,28 @@ def test_html_self_contained_with_drill_down(complete, killed, tmp_path):
     assert page.count("<details class='task'") == 9 and "lesson 1 for c" in page
     assert "id='comparison'" in page
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 5000
+
+
+def test_html_drill_down_names_tasks_by_question(complete):
+    """Issue 14 item 8: a reader scans questions, not hex ids; the id stays, smaller, beside it."""
+    from reinagent.report.html import report_html
+
+    page = report_html(load(complete))
+    summaries = re.findall(r"<details class='task'[^>]*><summary>(.*?)</summary>", page)
+    assert len(summaries) == 5
+    assert "capital of c?" in summaries[2] and "<code class='tid'>c</code>" in summaries[2]
+
+
+def test_plot_title_says_runs_differ_in_size(tmp_path):
+    """Issue 14 item 8: "tasks 20/100" read like a ratio; runs of different sizes say so plainly."""
+    from reinagent.report.plots import learning_curve_figure
+
+    small = make_run(tmp_path / "small", {"a": [True], "b": [False, True]})
+    big = make_run(tmp_path / "big", COMPLETE)
+    title = learning_curve_figure([r.summary for r in load([small, big])]).axes[0].get_title()
+    assert "runs of 2 and 5 tasks" in title and "/" not in title
+    same = learning_curve_figure([r.summary for r in load([big, big])]).axes[0].get_title()
+    assert same.endswith("5 tasks per run")
 
 
 def test_markdown_and_json_do_not_import_pandas_or_matplotlib(complete):

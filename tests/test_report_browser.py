@@ -92,3 +92,40 @@ def test_screenshot(page, tmp_path):
     assert shot.exists(), proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page is a few KB
+
+
+# Issue 14 item 8: five runs at 1280 px, with the long labels real runs have (scripted model paths).
+WIDTH_PROBE = """<script>
+window.addEventListener('load', () => {
+  const table = document.querySelector('#comparison table');
+  const heads = [...table.querySelectorAll('thead th')];
+  const out = {
+    columns: heads.length,
+    viewport: document.documentElement.clientWidth,
+    page_scroll: document.documentElement.scrollWidth,
+    rights: heads.map(th => th.getBoundingClientRect().right),
+    scroller: table.parentElement.scrollWidth - table.parentElement.clientWidth,
+  };
+  const pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script></body>"""
+
+
+def test_five_runs_fit_1280px(tmp_path):
+    runs = []
+    for i, strategy in enumerate(["none", "last_attempt", "reflexion", "last_attempt_and_reflexion", "reflexion"]):
+        model = f"scripted:/tmp/pytest-of-researcher/pytest-12/test_compare{i}/scripts/actor_model_{i}.yaml"
+        runs.append(make_run(tmp_path / "runs" / f"run{i}", COMPLETE, strategy=strategy, model=model))
+    page = tmp_path / "five.html"
+    page.write_text(report_html(load(runs)).replace("</body>", WIDTH_PROBE), encoding="utf-8")
+    proc = chromium("--dump-dom", "--window-size=1280,900", page.as_uri(), profile=tmp_path / "profile")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"the probe did not run; chromium said: {proc.stderr[-2000:]}"
+    result = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert result["columns"] == 6  # the quantity column + 5 runs
+    assert result["page_scroll"] <= result["viewport"], "the page itself must not scroll sideways"
+    assert max(result["rights"]) <= result["viewport"], f"a run's column is cut: {result}"
+    assert result["scroller"] <= 1, "every column is visible without scrolling the table"

@@ -3,8 +3,14 @@
 A request's key is the SHA-256 of its canonical form: the model's identity (model string,
 endpoint, and for local models a fingerprint of the weights), the messages, the sampling
 parameters that can change the answer, and, only when sampling is not greedy, the rollout id
-(task/trial/call), so repeated sampling stays replayable while greedy calls are shared by every
-run that makes them (an identical re-run, or trial 1 of another strategy on the same tasks).
+(task/trial/call), so repeated sampling stays replayable.
+
+Scope (`--cache-scope`, `scoped_identity`): with `run`, the default, the run's identity is part
+of the key, so a run is only ever answered from its own earlier calls (a resume, a retried error)
+and its tokens, cost and time are what it paid itself; a cost comparison between runs is honest,
+and sampled calls never reuse another run's samples. With `shared`, greedy calls are shared by
+every run that makes them (an identical re-run, or trial 1 of another strategy on the same tasks)
+and sampled calls by every run that replays the same rollout ids and seed: savings you ask for.
 
 What is *not* in the key: API keys (they never enter the canonical request), and the user,
 password and query string of the endpoint URL (where credentials hide). The endpoint's scheme,
@@ -69,6 +75,25 @@ def model_identity(model: str, base_url: str | None = None, weights: str | Path 
     if weights is not None:
         identity["weights"] = weights_fingerprint(str(weights))
     return identity
+
+
+CACHE_SCOPES = ("run", "shared")
+
+
+def run_cache_key(created_at: float, hostname: str | None) -> str:
+    """A run's identity for the cache: from its spec, so it survives moving the run directory
+    and is the same for every resume of the run."""
+    return f"{created_at:.6f}@{hostname or ''}"
+
+
+def scoped_identity(identity: dict[str, Any], scope: str, run_key: str | None) -> dict[str, Any]:
+    """The model identity of the key, narrowed to one run when the scope is `run`. A run-scoped
+    call without a run key (an LLM built outside a run) is given none: it shares nothing."""
+    if scope not in CACHE_SCOPES:
+        raise ValueError(f"unknown cache scope {scope!r}; valid: run or shared")
+    if scope == "shared":
+        return identity
+    return {**identity, "run": run_key or f"unnamed-{id(identity)}-{time.time_ns()}"}
 
 
 def canonical_request(

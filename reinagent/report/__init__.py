@@ -29,6 +29,7 @@ _EXPORTS = {
     "save_learning_curve": "reinagent.report.plots",
     "task_story": "reinagent.report.trajectory",
     "pick_task": "reinagent.report.trajectory",
+    "task_question": "reinagent.report.trajectory",
 }
 
 __all__ = sorted(_EXPORTS)

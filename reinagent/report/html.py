@@ -11,7 +11,7 @@ from typing import Any
 from reinagent.records import TrialRecord
 from reinagent.report.loading import LoadedRun
 from reinagent.report.tables import Table, comparison_table, duration, error_table, trial_table, usage_table
-from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt
+from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 
 MAX_MESSAGE_CHARS = 20_000  # a runaway prompt must not make the page unreadable
 
@@ -32,6 +32,10 @@ ol.steps li{margin:.3em 0}.thought{color:#57606a}.action{font-family:monospace;f
 .observation{font-family:monospace;color:#0550ae}blockquote.reflection{border-left:4px solid #8250df;
  margin:.4em 0;padding:.2em .8em;background:#fbefff}ul.memory li{color:#8250df}
 .msg .role{font-weight:600;font-size:.8em;text-transform:uppercase;color:#57606a}
+.scroll{max-width:100%;overflow-x:auto}td{overflow-wrap:anywhere}
+table.comparison{table-layout:fixed;width:100%}table.comparison th{overflow-wrap:anywhere;font-size:.9em}
+table.comparison th:first-child{width:15em}
+.question{font-weight:400}.tid{color:#57606a;font-size:.8em}
 """
 
 
@@ -44,7 +48,7 @@ def report_html(runs: list[LoadedRun], *, title: str = "reinagent report", max_t
             f"<p class='meta'>{len(runs)} run(s); generated {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} "
             "from the run directories alone</p>"]
     if len(runs) > 1:
-        body += ["<section id='comparison'><h2>Comparison</h2>", table_html(comparison_table(summaries)),
+        body += ["<section id='comparison'><h2>Comparison</h2>", table_html(comparison_table(summaries), "comparison"),
                  "</section>"]
     body += ["<section id='curves'><h2>Learning curves</h2><div class='plots'>",
              _img("plot-success", figure_png(learning_curve_figure(summaries)), "success rate by trial"),
@@ -94,7 +98,11 @@ def task_html(task_id: str, records: list[TrialRecord]) -> str:
         errors = sum(r.error is not None for r in records)
         verdict = f"<span class='bad'>unsolved after {len(records)} trial(s)</span>" + (
             f" <span class='err'>({errors} errored)</span>" if errors else "")
-    parts = [f"<details class='task' data-task='{_e(task_id)}'><summary><code>{_e(task_id)}</code> {verdict}</summary>"]
+    question = task_question(records[0]) if records else ""
+    # The question is what a reader scans for; the id (often a hex hash) stays beside it, small.
+    name = (f"<span class='question'>{_e(question)}</span> <code class='tid'>{_e(task_id)}</code>" if question
+            else f"<code>{_e(task_id)}</code>")
+    parts = [f"<details class='task' data-task='{_e(task_id)}'><summary>{name} {verdict}</summary>"]
     if records:
         parts.append(f"<pre class='prompt'>{_e(_clip(task_prompt(records[0])))}</pre>")
         gold = gold_of(records[0])
@@ -144,9 +152,12 @@ def trial_html(rec: TrialRecord) -> str:
 
 def table_html(table: Table, css_class: str = "") -> str:
     header, rows = table
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    # Column labels are agent/strategy/model: let them wrap at the slashes before anywhere else.
+    head = "".join(f"<th>{_e(h).replace('/', '/<wbr>')}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table class='{css_class}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # In a scrolling box: a wide table (long error texts) scrolls by itself, never the page.
+    return (f"<div class='scroll'><table class='{css_class}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
 
 
 def _labelled(kind: str, label: str, text: str, *, escape_label: bool = True) -> str:

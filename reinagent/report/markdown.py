@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reinagent.report.tables import Table, comparison_table, duration, error_table, trial_table, usage_table
+from reinagent.report.tables import (
+    Table, cache_warnings, comparison_table, duration, error_table, trial_table, usage_table,
+)
 
 
 def report_markdown(summaries: list[dict[str, Any]]) -> str:
@@ -16,7 +18,8 @@ def report_markdown(summaries: list[dict[str, Any]]) -> str:
 
 def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
-    return f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n"
+    warnings = "".join(f"\n> **warning:** {w}\n" for w in cache_warnings(summaries))
+    return f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
 
 
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
@@ -37,6 +40,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(usage_table(s)),
         "",
+        *[f"> **warning:** {w}\n" for w in cache_warnings([s])],
         f"wall time {duration(s.get('wall_s'))} (first episode start to last end), "
         f"episodes {duration(s.get('episode_s'))} in total",
         "",

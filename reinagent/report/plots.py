@@ -99,5 +99,9 @@ def _finish(ax, summaries: list[dict[str, Any]], title: str) -> None:
 def _default_title(summaries: list[dict[str, Any]], what: str) -> str:
     benches = sorted({str(s.get("benchmark")) for s in summaries})
     sizes = sorted({s.get("num_tasks") for s in summaries})
-    tasks = f"{sizes[0]} tasks" if len(sizes) == 1 else "tasks " + "/".join(map(str, sizes))
+    # "tasks 20/100" read like a score; say plainly when the compared runs differ in size.
+    if len(sizes) > 1:
+        tasks = "runs of " + ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]} tasks"
+    else:
+        tasks = f"{sizes[0]} tasks" + (" per run" if len(summaries) > 1 else "")
     return f"{', '.join(benches)}: {what}, {tasks}"

@@ -3,9 +3,15 @@
 Pure Python on purpose (no pandas, no matplotlib): `reinagent report` in markdown or JSON must
 start fast and work wherever the package imports, including on a run that is still being written.
 
-Contract keys (issue 2): benchmark, agent, strategy, num_tasks, trials[{trial, attempted, solved,
-solved_cumulative}], usage{calls, prompt_tokens, completion_tokens, cost_usd}, errors. Everything
-else here is an addition a reader may use but must not rely on being the only keys.
+Contract keys (stable since the first release): benchmark, agent, strategy, num_tasks,
+trials[{trial, attempted, solved, solved_cumulative}], usage{calls, prompt_tokens,
+completion_tokens, cost_usd}, errors. Everything else here is an addition a reader may use but
+must not rely on being the only keys.
+
+Usage is what the run *paid*: a call answered from the response cache counts as a hit with no
+tokens and no cost. `usage.if_uncached` (and per role) counts every call at the tokens and cost
+it had when it was first made, and `cache_share` is the fraction of calls answered from the
+cache, so a run served mostly from the cache is never mistaken for a cheap one.
 """
 
 from __future__ import annotations
@@ -60,10 +66,14 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
             "wall_s": _wall(recs),
         })
     usage, by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
+    full, full_by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
     for rec in records:
         for call in rec.calls:
             usage.add(call)
             by_role.setdefault(call.role, Usage()).add(call)
+            as_paid = call.model_copy(update={"cached": False})  # tokens and cost it had when made
+            full.add(as_paid)
+            full_by_role.setdefault(call.role, Usage()).add(as_paid)
     errors = [{"task_id": r.task_id, "trial": r.trial, "error": r.error}
               for r in sorted(records, key=lambda r: (r.trial, r.task_id)) if r.error]
     final = trials[-1] if trials else {"solved_cumulative": 0, "ci_low": 0.0, "ci_high": 1.0}
@@ -83,7 +93,11 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "success_rate": final["solved_cumulative"] / n_tasks if n_tasks else 0.0,
         "success_ci": [final["ci_low"], final["ci_high"]],
         "trials": trials,
-        "usage": _usage_dict(usage) | {"by_role": {k: _usage_dict(v) for k, v in by_role.items()}},
+        "usage": _usage_dict(usage) | {
+            "by_role": {k: _usage_dict(v) | {"if_uncached": _uncached(full_by_role[k])} for k, v in by_role.items()},
+            "if_uncached": _uncached(full),
+        },
+        "cache_share": usage.cache_hits / usage.calls if usage.calls else 0.0,
         "errors": errors,
         "num_errors": len(errors),
         "num_records": len(records),
@@ -131,6 +145,11 @@ def _usage_dict(u: Usage) -> dict[str, Any]:
         "cache_hits": u.cache_hits,
         "latency_s": round(u.latency_s, 3),
     }
+
+
+def _uncached(u: Usage) -> dict[str, Any]:
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cost_usd": round(u.cost_usd, 6)}
 
 
 def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int) -> bool:

@@ -10,6 +10,9 @@ from reinagent.report.summary import unique_labels
 
 Table = tuple[list[str], list[list[str]]]  # header, rows
 
+# A compared run with more of its calls answered from the response cache than this gets a warning:
+# its tokens, cost and time are not what the experiment costs.
+MOSTLY_CACHED = 0.5
 MAX_ERRORS_SHOWN = 20  # a run with hundreds of errors needs the JSON, not a page of them
 
 
@@ -35,13 +38,32 @@ def trial_table(s: dict[str, Any]) -> Table:
 
 
 def usage_table(s: dict[str, Any]) -> Table:
-    """Tokens and cost per model role (actor, reflector) and in total."""
-    header = ["role", "calls", "cache hits", "prompt tokens", "completion tokens", "cost (USD)", "model time (sum)"]
+    """Tokens and cost per model role (actor, reflector) and in total: paid (cache hits cost
+    nothing) and what the same calls cost when first made ("if uncached")."""
+    header = ["role", "calls", "cache hits", "tokens paid (prompt+completion)", "tokens if uncached",
+              "cost paid (USD)", "cost if uncached (USD)", "model time (sum)"]
     rows = []
     for name, u in [*s["usage"].get("by_role", {}).items(), ("total", s["usage"])]:
-        rows.append([name, str(u["calls"]), str(u.get("cache_hits", 0)), str(u["prompt_tokens"]),
-                     str(u["completion_tokens"]), f"{u['cost_usd']:.4f}", duration(u.get("latency_s", 0.0))])
+        full = u.get("if_uncached") or u
+        rows.append([name, str(u["calls"]), str(u.get("cache_hits", 0)),
+                     f"{u['prompt_tokens']}+{u['completion_tokens']}",
+                     f"{full['prompt_tokens']}+{full['completion_tokens']}",
+                     f"{u['cost_usd']:.4f}", f"{full['cost_usd']:.4f}", duration(u.get("latency_s", 0.0))])
     return header, rows
+
+
+def cache_warnings(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per run mostly answered from the response cache."""
+    labels = unique_labels(summaries)
+    out = []
+    for label, s in zip(labels, summaries):
+        u = s["usage"]
+        share = s.get("cache_share", u.get("cache_hits", 0) / u["calls"] if u.get("calls") else 0.0)
+        if share > MOSTLY_CACHED:
+            out.append(f"{label}: {u.get('cache_hits', 0)} of {u['calls']} calls ({100 * share:.0f}%) were answered "
+                       "from the response cache, so its tokens paid, cost paid and wall time understate what "
+                       "the run costs; compare the 'if uncached' rows (or rerun with --cache-scope run)")
+    return out
 
 
 def error_table(s: dict[str, Any]) -> Table:
@@ -66,9 +88,13 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
         rows.append([f"solved by trial {t} [95% CI]", *[_trial_cell(s, t) for s in summaries]])
     rows += [
         ["mean F1 / pass rate, last trial", *[num(_last_metric(s)) for s in summaries]],
-        ["actor tokens (prompt+completion)", *[_tokens(s, "actor") for s in summaries]],
-        ["reflector tokens (prompt+completion)", *[_tokens(s, "reflector") for s in summaries]],
-        ["cost (USD)", *[f"{s['usage']['cost_usd']:.4f}" for s in summaries]],
+        ["actor tokens paid (prompt+completion)", *[_tokens(s, "actor") for s in summaries]],
+        ["actor tokens if uncached", *[_tokens(s, "actor", uncached=True) for s in summaries]],
+        ["reflector tokens paid (prompt+completion)", *[_tokens(s, "reflector") for s in summaries]],
+        ["reflector tokens if uncached", *[_tokens(s, "reflector", uncached=True) for s in summaries]],
+        ["cost paid (USD)", *[f"{s['usage']['cost_usd']:.4f}" for s in summaries]],
+        ["cost if uncached (USD)", *[f"{(s['usage'].get('if_uncached') or s['usage'])['cost_usd']:.4f}" for s in summaries]],
+        ["calls answered from cache", *[_cache_cell(s) for s in summaries]],
         ["wall time", *[duration(s.get("wall_s", 0.0)) for s in summaries]],
         ["errors", *[str(s.get("num_errors", len(s.get("errors") or []))) for s in summaries]],
     ]
@@ -89,9 +115,17 @@ def _last_metric(s: dict[str, Any]) -> float | None:
     return last.get("mean_f1") if s.get("metric") == "f1" else last.get("success_rate")
 
 
-def _tokens(s: dict[str, Any], role: str) -> str:
+def _tokens(s: dict[str, Any], role: str, uncached: bool = False) -> str:
     u = s["usage"].get("by_role", {}).get(role)
+    if u and uncached:
+        u = u.get("if_uncached") or u  # a summary from before if_uncached existed: paid = all
     return f"{u['prompt_tokens']}+{u['completion_tokens']}" if u else "0+0"
+
+
+def _cache_cell(s: dict[str, Any]) -> str:
+    u = s["usage"]
+    calls, hits = u.get("calls", 0), u.get("cache_hits", 0)
+    return f"{hits}/{calls} ({100 * hits / calls:.0f}%)" if calls else "0/0"
 
 
 def pct(value: float | None, suffix: str = "%") -> str:

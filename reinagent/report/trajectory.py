@@ -28,6 +28,34 @@ def task_prompt(rec: TrialRecord) -> str:
     return EXAMPLES_END.split(users[-1])[-1].strip()
 
 
+_QUESTION_PATTERNS = (
+    re.compile(r"^Question:\s*(.+)$", re.M),  # HotpotQA (every agent)
+    re.compile(r"^(Your task is to:.+)$", re.M),  # ALFWorld
+    re.compile(r"def (\w+)\(.*?(?:\"\"\"|\'\'\')\s*(.+?)\s*$", re.S | re.M),  # programming: name + docstring
+)
+SKIP_LINES = ("```", "Context:", "Here is the task:")
+
+
+def task_question(rec: TrialRecord | None, limit: int = 200) -> str:
+    """The task in one line, for lists and headings: HotpotQA's question, ALFWorld's goal, a
+    programming task's function name and the first line of its docstring; else the prompt's first
+    line. Empty when there is no record to read it from."""
+    if rec is None:
+        return ""
+    prompt = task_prompt(rec)
+    text = ""
+    for pattern in _QUESTION_PATTERNS:
+        found = pattern.search(prompt)
+        if found:
+            text = ": ".join(g.strip() for g in found.groups())
+            break
+    if not text:
+        lines = [ln.strip() for ln in prompt.splitlines() if ln.strip()]
+        text = next((ln for ln in lines if not ln.startswith(SKIP_LINES)), lines[0] if lines else "")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def gold_of(rec: TrialRecord) -> str | None:
     """The reference answer when the evaluator recorded one (HotpotQA does, as 'gold')."""
     gold = rec.evaluation.get("gold") if rec.evaluation else None

@@ -1,0 +1,216 @@
+"""Finding runs under a folder and describing each in one row: what ran, how far it got, and
+whether a process is writing it right now.
+
+"Running" is decided by the run's lock file (`run.lock`): the process that writes a run holds an
+exclusive flock on it, and the kernel drops that lock when the process dies, however it dies. So
+a run killed with SIGKILL shows as incomplete at once, with no stale pid file to clean up.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from reinagent.errors import RunDirError
+from reinagent.runlock import LOCK
+from reinagent.store import RECORDS, SPEC, is_run_dir
+
+MAX_DEPTH = 4  # runs/<group>/<run> and the committed <bench>_runs/<setting>/<run> are 2-3 deep
+Status = Literal["running", "finished", "incomplete"]
+
+
+PROC_LOCKS = Path("/proc/locks")
+
+
+def is_running(run_dir: Path) -> bool:
+    """True while some process holds the run's lock; a missing lock file means nobody does.
+
+    On Linux the kernel's lock table (/proc/locks) is read rather than probing with a flock of our
+    own: a probe, however short, could make a writer that starts at that instant fail its
+    non-blocking exclusive lock and refuse to run. Elsewhere a shared non-blocking flock is taken
+    and dropped at once (it never waits, so a viewer cannot stall a run)."""
+    path = Path(run_dir) / LOCK
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    try:
+        table = PROC_LOCKS.read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return _probe(path)
+    # lines look like "1: FLOCK  ADVISORY  WRITE 4242 fe:00:5308813 0 EOF" (major:minor in hex)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return any(f" {where} " in line and "FLOCK" in line for line in table.splitlines())
+
+
+def _probe(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False  # a filesystem without flock: we cannot tell, so do not claim it runs
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def discover(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
+    """Run directories at or under `root`, sorted by path; a run's own subfolders are not searched."""
+    root = Path(root)
+    if not root.exists():
+        raise RunDirError(f"{root} does not exist; name the folder that holds your runs "
+                          "(runs/ by default, e.g. `reinagent runs hotpot_runs`)")
+    if not root.is_dir():
+        raise RunDirError(f"{root} is a file, not a folder of runs")
+    if is_run_dir(root):
+        return [root]
+    found: list[Path] = []
+    level = [root]
+    for _ in range(max_depth):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            for child in children:
+                (found if is_run_dir(child) else below).append(child)
+        level = below
+    return sorted(found)
+
+
+@dataclass
+class RunInfo:
+    """One run as the list shows it. `run_id` is its path relative to the listed folder."""
+
+    run_id: str
+    run_dir: Path
+    benchmark: str
+    agent: str
+    strategy: str
+    model: str
+    split: str
+    status: Status
+    num_tasks: int
+    num_trials: int
+    trials_started: int  # highest trial with at least one record
+    solved: int
+    errors: int
+    records: int
+    created_at: float
+    last_update: float  # mtime of records.jsonl (or spec.json before the first record)
+    current_trial: dict[str, int] = field(default_factory=dict)  # trial, attempted, expected
+    summary: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def started(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created_at)) if self.created_at else ""
+
+    def to_json(self) -> dict[str, Any]:
+        keys = ("run_id", "benchmark", "agent", "strategy", "model", "split", "status", "num_tasks",
+                "num_trials", "trials_started", "solved", "errors", "records", "created_at",
+                "last_update", "current_trial", "started")
+        return {k: getattr(self, k) for k in keys} | {"run_dir": str(self.run_dir)}
+
+
+class RunCache:
+    """Loaded runs, re-read only when their files change (a viewer polls every few seconds)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Path, tuple[tuple, Any]] = {}
+
+    def load(self, run_dir: Path):
+        """The run as a `LoadedRun` (spec, latest record per (task, trial), summary)."""
+        from reinagent.report.loading import LoadedRun
+        from reinagent.report.summary import summarize_records
+        from reinagent.runner import load_run
+
+        key = _fingerprint(run_dir)
+        hit = self._entries.get(run_dir)
+        if hit and hit[0] == key:
+            return hit[1]
+        spec, records = load_run(run_dir)
+        loaded = LoadedRun(run_dir, spec, records, summarize_records(spec, records, str(run_dir)))
+        self._entries[run_dir] = (key, loaded)
+        return loaded
+
+
+_default_cache = RunCache()
+
+
+def run_info(run_dir: Path, root: Path | None = None, cache: RunCache | None = None) -> RunInfo:
+    loaded = (cache or _default_cache).load(Path(run_dir))
+    s = loaded.summary
+    trials_started = max((r.trial for r in loaded.records), default=0)
+    running = is_running(run_dir)
+    status: Status = "running" if running else ("finished" if s["status"] == "complete" else "incomplete")
+    rel = Path(run_dir).relative_to(root).as_posix() if root and Path(run_dir) != root else Path(run_dir).name
+    records_path = Path(run_dir) / RECORDS
+    stamp = (records_path if records_path.exists() else Path(run_dir) / SPEC).stat().st_mtime
+    return RunInfo(
+        run_id=rel, run_dir=Path(run_dir), benchmark=str(s["benchmark"]), agent=str(s["agent"]),
+        strategy=str(s["strategy"]), model=str(s["model"]), split=str(s.get("split") or ""),
+        status=status, num_tasks=s["num_tasks"], num_trials=s["num_trials"], trials_started=trials_started,
+        solved=s["trials"][-1]["solved_cumulative"] if s["trials"] else 0, errors=s["num_errors"],
+        records=s["num_records"], created_at=s.get("created_at") or 0.0, last_update=stamp,
+        current_trial=_current_trial(loaded, trials_started), summary=s,
+    )
+
+
+def list_runs(root: str | Path, cache: RunCache | None = None) -> tuple[list[RunInfo], list[str]]:
+    """Every run under `root`, and one line per run directory that could not be read (a corrupt
+    spec must not hide the other runs)."""
+    root = Path(root)
+    infos, problems = [], []
+    for run_dir in discover(root):
+        try:
+            infos.append(run_info(run_dir, root, cache))
+        except RunDirError as err:
+            problems.append(str(err))
+    return infos, problems
+
+
+def _current_trial(loaded, trial: int) -> dict[str, int]:
+    """Episodes done in the newest trial, out of the tasks still unsolved when it began."""
+    if trial == 0:
+        return {"trial": 0, "attempted": 0, "expected": len(loaded.spec.task_ids)}
+    solved_before = {r.task_id for r in loaded.records if r.success and r.trial < trial}
+    attempted = sum(r.trial == trial for r in loaded.records)
+    return {"trial": trial, "attempted": attempted, "expected": len(loaded.spec.task_ids) - len(solved_before)}
+
+
+def _fingerprint(run_dir: Path) -> tuple:
+    out = []
+    for name in (SPEC, RECORDS):
+        try:
+            st = (Path(run_dir) / name).stat()
+            out.append((st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def runs_table(infos: list[RunInfo]) -> str:
+    """The list as aligned text columns for the terminal."""
+    header = ["run", "benchmark", "agent", "strategy", "model", "status", "trials", "solved", "errors", "started"]
+    rows = [[i.run_id, i.benchmark, i.agent, i.strategy, _short(i.model), i.status,
+             f"{i.trials_started}/{i.num_trials}", f"{i.solved}/{i.num_tasks}", str(i.errors), i.started]
+            for i in infos]
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])
+
+
+def _short(model: str, limit: int = 40) -> str:
+    """Scripted models are file paths; their tail is what tells two apart."""
+    return model if len(model) <= limit else "..." + model[-(limit - 3):]

@@ -1,0 +1,122 @@
+"""`reinagent show RUN TASK`: one task's question, trajectories and reflections, for a terminal.
+
+TASK may be the task id, its number in the run (1-based, as `reinagent show RUN` lists them) or a
+piece of its question; an ambiguous piece names the candidates instead of guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from reinagent.errors import ReinagentError, choices
+from reinagent.records import TrialRecord
+from reinagent.report.loading import LoadedRun
+from reinagent.report.trajectory import evaluation_note, gold_of, outcome, step_lines, task_prompt, task_question
+
+MAX_CANDIDATES = 8
+MAX_PROMPT_CHARS = 4000  # a HotpotQA context is long; the question line is what a reader scans for
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of a run as listed: number, id, one-line question and verdict."""
+
+    number: int
+    task_id: str
+    question: str
+    verdict: str
+
+
+def task_rows(run: LoadedRun) -> list[TaskRow]:
+    rows = []
+    for number, task_id in enumerate(run.spec.task_ids, start=1):
+        records = run.records_of(task_id)
+        rows.append(TaskRow(number, task_id, task_question(records[0] if records else None), verdict(records)))
+    return rows
+
+
+def verdict(records: list[TrialRecord]) -> str:
+    if not records:
+        return "not attempted yet"
+    solved_at = next((r.trial for r in records if r.success), None)
+    if solved_at is not None:
+        return f"solved at trial {solved_at}"
+    errors = sum(r.error is not None for r in records)
+    return f"unsolved after {len(records)} trial(s)" + (f", {errors} errored" if errors else "")
+
+
+def resolve_task(run: LoadedRun, key: str) -> str:
+    """The task id that `key` names: an id, a 1-based number, or a unique piece of a question/id."""
+    task_ids = list(run.spec.task_ids)
+    if key in task_ids:
+        return key
+    if key.strip().isdigit():
+        number = int(key)
+        if 1 <= number <= len(task_ids):
+            return task_ids[number - 1]
+        raise ReinagentError(f"task number {number} is out of range; this run has tasks 1 to {len(task_ids)}")
+    needle = key.casefold()
+    hits = [row for row in task_rows(run) if needle in row.question.casefold() or needle in row.task_id.casefold()]
+    if len(hits) == 1:
+        return hits[0].task_id
+    if not hits:
+        raise ReinagentError(f"no task of {run.run_dir} has id, number or question matching {key!r} "
+                             f"(see `reinagent show {run.run_dir}` for the list)")
+    named = [f"{h.number} ({h.question[:50] or h.task_id})" for h in hits[:MAX_CANDIDATES]]
+    more = f" and {len(hits) - MAX_CANDIDATES} more" if len(hits) > MAX_CANDIDATES else ""
+    raise ReinagentError(f"{key!r} matches {len(hits)} tasks: {', '.join(named)}{more}; give a number or a longer piece")
+
+
+def render_task_list(run: LoadedRun) -> str:
+    lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {run.run_dir} N`)"]
+    for row in task_rows(run):
+        lines.append(f"{row.number:>4}  {row.verdict:<28} {row.question or row.task_id}")
+    return "\n".join(lines)
+
+
+def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: bool = True) -> str:
+    """The task, then per trial: reflections in the prompt, steps, outcome, reflection written."""
+    def style(text: str, **kw) -> str:
+        return click.style(text, **kw) if color else text
+
+    records = run.records_of(task_id)
+    number = list(run.spec.task_ids).index(task_id) + 1
+    cfg = run.spec.config
+    lines = [style(f"task {number}/{len(run.spec.task_ids)}: {task_id}", bold=True),
+             f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
+             f"model {cfg.get('model')})", verdict(records), ""]
+    if not records:
+        return "\n".join(lines)
+    if trial is not None:
+        trials = [r.trial for r in records]
+        if trial not in trials:
+            raise ReinagentError(f"--trial {trial}: task {task_id} has trial(s) {choices(trials)}")
+    prompt = task_prompt(records[0])
+    if len(prompt) > MAX_PROMPT_CHARS:
+        prompt = prompt[:MAX_PROMPT_CHARS] + f"\n... ({len(prompt)} chars; the question is below)"
+    lines += [style("prompt", bold=True), prompt, ""]
+    question = task_question(records[0], limit=10_000)
+    if question and question not in prompt[:MAX_PROMPT_CHARS]:
+        lines += [style("question: ", bold=True) + question, ""]
+    gold = gold_of(records[0])
+    if gold is not None:
+        lines += [style("gold answer: ", bold=True) + gold, ""]
+    for rec in records:
+        if trial is not None and rec.trial != trial:
+            continue
+        colour = "yellow" if rec.error else ("green" if rec.success else "red")
+        lines.append(style(f"=== trial {rec.trial}: ", bold=True) + style(outcome(rec), fg=colour))
+        if rec.memory:
+            lines.append(style("  memory (reflections in this trial's prompt):", fg="magenta"))
+            lines += [f"    - {m}" for m in rec.memory]
+        lines += ["  " + line.replace("\n", "\n  ") for line in step_lines(rec)]
+        if rec.answer is not None and "\n" not in rec.answer.strip():
+            lines.append(f"  answer: {rec.answer}")
+        if evaluation_note(rec):
+            lines.append(f"  evaluation: {evaluation_note(rec)}")
+        if rec.reflection:
+            lines.append(style("  reflection written after this trial: ", fg="magenta") + rec.reflection)
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,237 @@
+"""Checks before the first episode: can this run work at all?
+
+`run` and `resume` call `preflight(config)` after the settings are validated and before a run
+directory is made or an episode starts, so a dead endpoint, an unknown provider or a missing
+extra costs seconds and one line (exit 2), not a run of errored trials:
+
+- every model endpoint gets one cheap request: `GET {base_url}/models` for an OpenAI-compatible
+  server (any HTTP answer but 401/403 means it is there: some servers have no /models), a
+  connection check for a litellm provider on this machine (ollama, LM Studio, a --base-url);
+  hosted providers are checked for a known provider name (their keys by `check_credentials`);
+- the optional extras the run needs are importable (alfworld, the embedded model's packages);
+- the sandbox and the environment server are checked by the benchmark itself while resolving
+  the config (`Benchmark.check_config`, `service.served`), before this runs.
+
+The embedded model loads in `warm_up`, inside the run's event loop, before trial 1's progress bar
+exists: loading is printed on its own lines, never under a "trial 1 0/5" bar.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from reinagent.config import RunConfig
+from reinagent.errors import ConfigError
+
+CONNECT_TIMEOUT_S = 5.0  # a server that has not accepted a connection by then is not up
+READ_TIMEOUT_S = 15.0  # a busy server may be slow to answer /models, but not this slow
+
+# extra -> modules it installs that a run imports; the install hint names the extra
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "alfworld": ("alfworld", "textworld"),
+    "local": ("torch", "transformers", "safetensors"),
+}
+# litellm providers that run on this machine by default: (default URL, environment override)
+LOCAL_PROVIDERS: dict[str, tuple[str, str]] = {
+    "ollama": ("http://localhost:11434", "OLLAMA_API_BASE"),
+    "ollama_chat": ("http://localhost:11434", "OLLAMA_API_BASE"),
+    "lm_studio": ("http://localhost:1234/v1", "LM_STUDIO_API_BASE"),
+}
+
+
+class PreflightError(ConfigError):
+    """A check failed: one line naming what, why and the fix (the CLI exits 2)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    what: str  # "model server http://127.0.0.1:1/v1"
+    cause: str  # "connection refused"
+    fix: str  # "start it, or pass --base-url with a running server's URL"
+
+    def line(self) -> str:
+        return f"{self.what}: {self.cause}; {self.fix}"
+
+
+def preflight(config: RunConfig, *, resuming: bool = False) -> None:
+    """Raise PreflightError for the first check that fails (config must be resolved already)."""
+    from reinagent.llm import backend_of
+
+    check_extras(config)
+    checked: set[tuple[str, str | None]] = set()
+    for model in (config.actor_model, config.reflection_model):
+        if (model, config.base_url) in checked:
+            continue
+        checked.add((model, config.base_url))
+        kind = backend_of(model, config.base_url)
+        if kind == "openai-compatible":
+            check_openai_server(config.base_url, model, config.api_key_env, resuming=resuming)
+        elif kind == "litellm":
+            check_litellm(model, config.base_url, resuming=resuming)
+
+
+# ----- optional extras -------------------------------------------------------------------------
+
+
+def needed_extras(config: RunConfig) -> list[str]:
+    from reinagent.llm import backend_of
+
+    benchmark = config.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
+    extras = ["alfworld"] if benchmark == "alfworld" and not config.env_url else []
+    if any(backend_of(m, config.base_url) == "local" for m in (config.actor_model, config.reflection_model)):
+        extras.append("local")
+    return extras
+
+
+def check_extras(config: RunConfig) -> None:
+    for extra in needed_extras(config):
+        missing = [m for m in EXTRAS[extra] if not importable(m)]
+        if missing:
+            what = f"benchmark {config.benchmark}" if extra == "alfworld" else f"model {config.model!r}"
+            raise PreflightError(Failure(
+                what, f"needs the {extra} extra (module {missing[0]} is not installed)",
+                f"install it with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)",
+            ).line())
+
+
+def importable(module: str) -> bool:
+    """Whether `import module` can work, without importing it (alfworld takes seconds)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None  # None: an import that is known to fail
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# ----- model endpoints -------------------------------------------------------------------------
+
+
+def check_openai_server(base_url: str | None, model: str, api_key_env: str | None, *, resuming: bool) -> None:
+    """One GET {base_url}/models. Reachable and not refusing the key is what must hold; a model
+    name missing from the server's list is a warning (llama.cpp answers to any name)."""
+    from reinagent.llm.wire import endpoint_key
+    from reinagent.redact import redact
+
+    url = str(base_url).rstrip("/")
+    shown = redact(url)
+    key = endpoint_key(url, api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    response = _get(f"{url}/models", shown, headers, resuming=resuming)
+    if response.status_code in (401, 403):
+        variable = api_key_env or "REINAGENT_SERVER_API_KEY"
+        raise PreflightError(Failure(
+            f"model server {shown}", f"refused the request (HTTP {response.status_code}: missing or wrong API key)",
+            f"set {variable} to the server's key" + ("" if api_key_env else " or name another variable with --api-key-env"),
+        ).line())
+    served = _model_ids(response)
+    name = model.split("/", 1)[1] if model.startswith("openai/") else model
+    if served and name not in served:
+        print(f"warning: model server {shown} lists {', '.join(served[:5])}, not {name!r}; "
+              "its calls may fail (some servers answer to any name)", file=sys.stderr)
+
+
+def check_litellm(model: str, base_url: str | None, *, resuming: bool) -> None:
+    """A known provider; a connection check where it runs on this machine (or at --base-url)."""
+    from reinagent.llm import import_litellm
+
+    provider = model.split("/", 1)[0]
+    litellm = import_litellm()
+    known = sorted({getattr(p, "value", str(p)) for p in litellm.provider_list})
+    if provider not in known:
+        examples = ", ".join(p for p in ("openai", "anthropic", "gemini", "mistral", "groq", "ollama") if p in known)
+        raise PreflightError(Failure(
+            f"--model {model}", f"unknown provider {provider!r}",
+            f"name one litellm knows ({examples}, ... {len(known)} in all: "
+            "https://docs.litellm.ai/docs/providers), or use openai/NAME with --base-url for your own server",
+        ).line())
+    url = base_url
+    if url is None and provider in LOCAL_PROVIDERS:
+        import os
+
+        default, variable = LOCAL_PROVIDERS[provider]
+        url = os.environ.get(variable) or default
+    if url is not None:
+        from reinagent.redact import redact
+
+        _get(url.rstrip("/"), redact(url.rstrip("/")), {}, resuming=resuming)
+
+
+def _get(url: str, shown: str, headers: dict[str, str], *, resuming: bool):
+    """GET url; an unreachable server is a PreflightError naming `shown` (the redacted URL)."""
+    import httpx
+
+    move = ("`reinagent resume RUN_DIR --base-url URL`" if resuming
+            else "pass --base-url with the URL of a running server")
+    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    try:
+        return httpx.get(url, headers=headers, timeout=timeout, follow_redirects=True)
+    except httpx.ConnectError as err:
+        cause = _connect_cause(err)
+    except httpx.TimeoutException:
+        cause = f"no answer within {READ_TIMEOUT_S:.0f} s"
+    except httpx.HTTPError as err:
+        cause = f"{type(err).__name__}: {err}"
+    host = urlsplit(url).hostname or url
+    raise PreflightError(Failure(
+        f"model server {shown}", cause, f"start the server on {host} (check the port), or {move}",
+    ).line())
+
+
+def _connect_cause(err: Exception) -> str:
+    text = str(err).lower()
+    if "refused" in text:
+        return "connection refused (nothing listening there)"
+    if "name or service" in text or "nodename" in text or "getaddrinfo" in text or "resolve" in text:
+        return "unknown host name"
+    return f"cannot connect ({err})" if str(err) else "cannot connect"
+
+
+def _model_ids(response) -> list[str]:
+    if response.status_code != 200:
+        return []
+    try:
+        data = response.json().get("data")
+        return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+    except (ValueError, AttributeError, TypeError):
+        return []
+
+
+# ----- the embedded model ----------------------------------------------------------------------
+
+
+async def warm_up(llms) -> None:
+    """Load local models now, with their own lines, before any progress bar. One 1-token call
+    to the raw backend (not the response cache, which must not learn this prompt)."""
+    from reinagent.llm.base import GenerationParams
+    from reinagent.llm.local import LocalLLM  # light: torch loads with the model, not here
+    from reinagent.records import Message
+
+    for llm in llms:
+        backend = _innermost(llm)
+        if not isinstance(backend, LocalLLM):
+            continue
+        print(f"loading model {backend.name} ...", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        try:
+            await backend.generate([Message(role="user", content="Hi")], GenerationParams(max_tokens=1))
+        except ConfigError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a model that cannot load: one line, exit 2
+            raise PreflightError(Failure(f"model {backend.name}", f"failed to load ({type(err).__name__}: {err})",
+                                         "check the model path and the local extra (`pip install -e '.[local]'`)").line()) from None
+        info = getattr(backend, "load_info", {}) or {}
+        source = f", {info['source']}" if info.get("source") else ""
+        print(f"model {backend.name} ready ({time.perf_counter() - started:.1f} s{source})", file=sys.stderr, flush=True)
+
+
+def _innermost(llm):
+    seen = 0
+    while seen < 8 and ("inner" in getattr(llm, "__dict__", {})):
+        llm = llm.__dict__["inner"]
+        seen += 1
+    return llm
