@@ -18,6 +18,12 @@ LAZY_COMMANDS: dict[str, str] = {
     "report": "reinagent.report.cli:report",
     "distil": "reinagent.distil.cli:distil",
     "check-solutions": "reinagent.programming.check:check_solutions",
+    "serve-env": "reinagent.service.cli:serve_env",
+    "check-env": "reinagent.service.cli:check_env",
+    "repair": "reinagent.repair:repair_command",
+    "runs": "reinagent.browse.cli:runs",
+    "show": "reinagent.browse.cli:show",
+    "view": "reinagent.browse.cli:view",
 }
 
 
@@ -31,6 +37,16 @@ class LazyGroup(click.Group):
             return getattr(importlib.import_module(module), attr)
         return super().get_command(ctx, name)
 
+    def format_commands(self, ctx, formatter):
+        # click cuts each description to fit one line ("Run solutions against ...;..."); give
+        # the whole first sentence instead and let the formatter wrap it.
+        rows = [(name, cmd.get_short_help_str(limit=sys.maxsize))
+                for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="reinagent")
@@ -41,7 +57,7 @@ def cli() -> None:
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
-        click.option("--benchmark", help="hotpotqa, humaneval, mbpp or alfworld (see `reinagent list`)."),
+        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, or remote with --env-url (see `reinagent list`)."),
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
         click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
@@ -50,17 +66,23 @@ def run_options(fn):
         click.option("--model", help="Actor model: local, local:PATH, scripted:FILE, PROVIDER/NAME."),
         click.option("--reflector-model", help="Reflector model (default: --model)."),
         click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--api-key-env", help="Environment variable holding the --base-url server's key (default REINAGENT_SERVER_API_KEY; hosted providers' keys are never sent to it)."),
+        click.option("--env-url", help="Environment server (`reinagent serve-env`), e.g. http://127.0.0.1:8000; --benchmark remote: any server of the protocol."),
         click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
         click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
         click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
         click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
         click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
         click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
+        click.option("--max-prompt-tokens", type=int, help="ReAct: end an episode (end_reason prompt_budget) once its prompt passes this many tokens, estimated at 4 characters a token (default 3896, the paper's)."),
         click.option("--temperature", type=float, help="Sampling temperature (default 0, greedy)."),
         click.option("--seed", type=int, help="Seed for sampling."),
         click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent writes (default 4)."),
         click.option("--timeout-s", type=float, help="Programming: seconds per sandboxed execution."),
+        click.option("--alfworld-data", help="ALFWorld: an unpacked alfworld_data/ folder (default: the copy shipped with reinagent; or $ALFWORLD_DATA)."),
+        click.option("--allow-weak-sandbox", is_flag=True, default=None, help="Programming: run even without bubblewrap (the uid/rlimits fallback lets generated code reach the network and host files)."),
         click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
+        click.option("--cache-scope", type=click.Choice(["run", "shared"]), default=None, help="run (default): a run is answered only from its own earlier calls (resume); shared: from any run's identical calls, sampled ones included (cheaper; tokens and cost then show what this run did not pay)."),
         click.option("--cache-dir", help="Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),
     ]
     for option in reversed(options):
@@ -78,31 +100,45 @@ def run(config_file, quiet, **flags) -> None:
 
     config = build_config(config_file, **flags)
     run_dir = run_experiment(config, progress=not quiet)
-    _print_done(run_dir)
+    _finish(run_dir)
 
 
 @cli.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
-@click.option("--retry-errors", is_flag=True, help="Redo (task, trial)s that ended in an error.")
-@click.option("--num-trials", type=int, help="Extend the run to this many trials.")
+@click.option("--retry-errors", is_flag=True, help="Redo (task, trial)s that ended in an error, and the later trials of their tasks.")
+@click.option("--num-trials", type=int, help="Extend the run to this many trials (not fewer than it has).")
 @click.option("--from-trial", type=int, help="Redo everything from this trial on.")
+@click.option("--base-url", help="Continue against this OpenAI-compatible server (e.g. one restarted on a new port).")
+@click.option("--model", help="Continue with this actor model string (recorded in spec.json's history).")
+@click.option("--reflector-model", help="Continue with this reflector model.")
+@click.option("--max-concurrency", type=int, help="Episodes in flight at once from now on.")
+@click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once from now on.")
+@click.option("--api-key-env", help="Environment variable holding the --base-url server's key.")
+@click.option("--env-url", help="Continue against this environment server (`reinagent serve-env`).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def resume(run_dir, retry_errors, num_trials, from_trial, quiet) -> None:
-    """Continue a run exactly where it stopped."""
+@click.option("--benchmark", "--agent", "--strategy", "--split", "fixed", hidden=True, multiple=True,
+              help="Refused: these define the experiment (start a new run).")
+def resume(run_dir, retry_errors, num_trials, from_trial, quiet, fixed, **overrides) -> None:
+    """Continue a run exactly where it stopped; --base-url, --model, ... move it (each change is
+    kept in spec.json's history); benchmark, agent, strategy and split cannot change."""
     from reinagent.runner import resume_experiment
 
+    if fixed:
+        raise ReinagentError(
+            "resume cannot change --benchmark, --agent, --strategy or --split: they define what the run "
+            "measures; start a new run with `reinagent run` instead")
     if num_trials is not None and num_trials <= 0:
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
     done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
-                             from_trial=from_trial, progress=not quiet)
-    _print_done(done)
+                             from_trial=from_trial, progress=not quiet, overrides=overrides)
+    _finish(done)
 
 
 @cli.command(name="list")
 def list_() -> None:
-    """Benchmarks, agents, strategies and model backends."""
+    """Benchmarks (agents, splits), strategies and model backends."""
     from reinagent.benchmarks import REGISTRY
     from reinagent.llm import BACKENDS
     from reinagent.strategy import ReflexionStrategy
@@ -110,6 +146,7 @@ def list_() -> None:
     click.echo("benchmarks (agents):")
     for name, (_, _, agents, about) in REGISTRY.items():
         click.echo(f"  {name:<10} {', '.join(agents):<36} {about}")
+        click.echo(f"  {'':<10} splits: {_splits(name)}")
     click.echo("strategies:")
     for s in ReflexionStrategy:
         click.echo(f"  {s.value}")
@@ -118,9 +155,32 @@ def list_() -> None:
         click.echo(f"  {name:<18} {about}")
 
 
-def _print_done(run_dir) -> None:
+def _splits(benchmark: str) -> str:
+    """The benchmark's splits, default first; read from its class (a light import: the heavy
+    dependencies of a benchmark load when it is made, not when its module is imported)."""
+    from reinagent.benchmarks import REGISTRY
+
+    module, cls, _, _ = REGISTRY[benchmark]
+    try:
+        bench = getattr(importlib.import_module(module), cls)
+    except ImportError as err:
+        return f"(unavailable: {err})"
+    rest = [s for s in bench.splits if s != bench.default_split]
+    return ", ".join([f"{bench.default_split} (default)", *rest])
+
+
+def _finish(run_dir) -> None:
+    """The closing lines, and the exit code scripts read (reinagent/outcome.py; README "Exit
+    codes"): 0 clean, 3 some (task, trial)s errored, 4 all of them errored."""
+    from reinagent.outcome import outcome_of
+
+    outcome = outcome_of(run_dir)
+    for line in outcome.lines(run_dir):
+        click.echo(line, err=True)
     click.echo(f"run directory: {run_dir}")
     click.echo(f"report:        reinagent report {run_dir}")
+    if outcome.exit_code:
+        sys.exit(outcome.exit_code)
 
 
 def main() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -25,6 +26,8 @@ class RunConfig(BaseModel):
     model: str = DEFAULT_MODEL
     reflector_model: str | None = None  # None: same as model
     base_url: str | None = None
+    api_key_env: str | None = None  # the variable holding base_url's key (the name only is recorded)
+    env_url: str | None = None  # environments from this server (`reinagent serve-env`), not in-process
     max_concurrency: int | None = Field(default=None, gt=0)  # None: the backend's default
     max_model_concurrency: int | None = Field(default=None, gt=0)  # None: no cap beyond max_concurrency
     run_dir: str | None = None
@@ -35,10 +38,14 @@ class RunConfig(BaseModel):
     max_tokens: int = Field(default=256, gt=0)  # per model call
     seed: int = 0
     cache: bool = True
+    # run: only this run's own calls are replayed (a resume); shared: every run on the same model
+    # and cache directory shares answers (sampled ones included). See README "Response cache".
+    cache_scope: Literal["run", "shared"] = "run"
     cache_dir: str | None = None
     # programming benchmarks
     num_internal_tests: int = Field(default=4, ge=1, le=20)
     timeout_s: float = Field(default=10.0, gt=0)
+    allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
     # alfworld
     alfworld_data: str | None = None
 
@@ -53,6 +60,26 @@ class RunConfig(BaseModel):
             return key
         return value
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, value: str | None) -> str | None:
+        # Only the variable's name is recorded in spec.json; never echo a value pasted here.
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must name an environment variable (letters, digits and _), not hold the key itself")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        from urllib.parse import urlsplit
+
+        if value is None:
+            return value
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL such as http://127.0.0.1:8000/v1")
+        return value.strip()
+
     @property
     def actor_model(self) -> str:
         return self.model
@@ -62,14 +89,48 @@ class RunConfig(BaseModel):
         return self.reflector_model or self.model
 
 
-def _problem(err: ValidationError) -> str:
+def _problem(err: ValidationError, where_from: dict[str, str] | None = None) -> str:
+    """One line about the first invalid setting, named as the user wrote it: `--num-trials` for a
+    flag, `num_trials (in FILE)` for a YAML key."""
     first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "config"
-    msg = first["msg"].removeprefix("Value error, ")
+    field = ".".join(str(p) for p in first["loc"]) or "config"
+    name = (where_from or {}).get(field, field)
     if first["type"] == "extra_forbidden":
         valid = ", ".join(sorted(RunConfig.model_fields))
-        return f"unknown setting {where!r}; valid settings: {valid}"
-    return f"{where}: {msg}"
+        return f"unknown setting {field!r}; valid settings: {valid}"
+    got = first.get("input")
+    shown = "" if isinstance(got, dict) else f", got {got!r}" if isinstance(got, str) else f", got {got}"
+    if "api_key" in field:
+        shown = ""  # it may hold a pasted key
+    requirement = _requirement(first)
+    if requirement.startswith("is invalid: "):  # a validator's own message names the value
+        return f"{name}: {requirement.removeprefix('is invalid: ')}"
+    return f"{name} {requirement}{shown}"
+
+
+def _requirement(error: dict[str, Any]) -> str:
+    """What a number must be, in words ("a positive whole number"), else pydantic's message."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    whole = isinstance(error.get("input"), int) or kind.startswith("int")
+    noun = "whole number" if whole else "number"
+    if kind == "greater_than" and ctx.get("gt") == 0:
+        return f"must be a positive {noun}"
+    if kind == "greater_than_equal" and ctx.get("ge") == 0:
+        return f"must be zero or a positive {noun}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx.get('ge')}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx.get('le')}"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return "must be a whole number"
+    if kind in ("float_parsing", "float_type"):
+        return "must be a number"
+    if kind == "literal_error":
+        return "must be " + ctx.get("expected", "one of the valid choices")
+    if kind in ("bool_parsing", "bool_type"):
+        return "must be true or false"
+    msg = error["msg"].removeprefix("Value error, ")
+    return msg if msg.startswith("must") else f"is invalid: {msg}"
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -94,10 +155,20 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def build_config(yaml_path: str | Path | None = None, **flags: Any) -> RunConfig:
-    """Settings from the YAML file (if any), overridden by every flag that is not None."""
+    """Settings from the YAML file (if any), overridden by every flag that is not None. An invalid
+    setting is a ConfigError naming the flag (`--num-trials must be a positive whole number, got
+    -2`) or the YAML key it came from."""
     values: dict[str, Any] = load_yaml(yaml_path) if yaml_path else {}
-    values.update({k: v for k, v in flags.items() if v is not None})
+    where_from = {k: f"{k} (in {yaml_path})" for k in values}
+    given = {k: v for k, v in flags.items() if v is not None}
+    values.update(given)
+    where_from.update({k: flag_name(k) for k in given})
     try:
         return RunConfig(**values)
     except ValidationError as err:
-        raise ConfigError(_problem(err)) from None
+        raise ConfigError(_problem(err, where_from)) from None
+
+
+def flag_name(setting: str) -> str:
+    """The command-line flag of a setting: num_trials -> --num-trials."""
+    return "--" + setting.replace("_", "-")

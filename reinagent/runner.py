@@ -21,13 +21,13 @@ from reinagent.agents.base import Actor, Agent
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.env import aclose
-from reinagent.errors import ConfigError, ModelError, RunDirError, choices
+from reinagent.errors import ConfigError, InfrastructureError, ModelError, RunDirError, SandboxError, choices
 from reinagent.llm.base import LLM
 from reinagent.memory import EpisodicMemory, MemoryView, rebuild_memory
 from reinagent.records import RunSpec, TrialRecord, Trajectory, Usage
 from reinagent.reflector import Reflector
 from reinagent.redact import redact
-from reinagent.store import RunStore, read_records
+from reinagent.store import RunStore, check_new_run_dir, read_records
 
 log = logging.getLogger("reinagent")
 
@@ -44,6 +44,7 @@ class Experiment:
     reflector: Reflector
     store: RunStore
     llms: list[LLM] = field(default_factory=list)
+    warmed: bool = False  # local models loaded (preflight.warm_up)
 
 
 def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
@@ -57,6 +58,10 @@ def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
     config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split})
     bench.check_config(config)
+    if config.env_url:  # environments on an env server (`reinagent serve-env`); tasks and scoring stay here
+        from reinagent.service.served import served
+
+        bench = served(bench, config)
     return bench, config
 
 
@@ -93,42 +98,72 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     )
 
 
-def build_models(config: RunConfig) -> tuple[LLM, LLM, list[LLM]]:
-    """Actor and reflector models; one shared instance when both roles name the same model."""
+def build_models(config: RunConfig, run_key: str | None = None) -> tuple[LLM, LLM, list[LLM]]:
+    """Actor and reflector models; one shared instance when both roles name the same model.
+    `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope run)."""
     from reinagent.llm.stack import build_llm
 
-    actor = build_llm(config.actor_model, config, role="actor")
+    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key)
     if config.reflection_model == config.actor_model:
         return actor, actor, [actor]
-    reflector = build_llm(config.reflection_model, config, role="reflector")
+    reflector = build_llm(config.reflection_model, config, role="reflector", run_key=run_key)
     return actor, reflector, [actor, reflector]
 
 
 def latest_records(records: list[TrialRecord]) -> dict[tuple[str, int], TrialRecord]:
-    """One record per (task, trial): a later record (a retried error) supersedes an earlier one."""
+    """One record per (task, trial): a later record (a retried error) supersedes an earlier one.
+    (`read_records` already gives one per (task, trial), with supersede markers applied.)"""
     return {(r.task_id, r.trial): r for r in records}
 
 
 async def run_trials(exp: Experiment, records: list[TrialRecord], *, progress: bool = True) -> None:
     """Run trials 1..num_trials, skipping every (task, trial) the records already hold."""
     cfg = exp.config
+    from reinagent.resuming import missing_reflections, write_missing_reflections
+
     done = latest_records(records)
-    memories = rebuild_memory(done.values(), cfg.memory_size)
-    solved = {tid for (tid, _), r in done.items() if r.success}
     limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
+    # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
+    await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections))
+    await write_missing_reflections(exp, done, limit)
+    # An errored (task, trial) was never judged: nothing of it enters memory.
+    memories = rebuild_memory((r for r in done.values() if r.error is None), cfg.memory_size)
+    solved = {tid for (tid, _), r in done.items() if r.success}
     for trial in range(1, cfg.num_trials + 1):
         pending = [
             t for t in exp.tasks
             if (t.task_id, trial) not in done and not _solved_before(done, t.task_id, trial)
         ]
+        await _warm_up_if(exp, pending)
         started = time.perf_counter()
         results = await _run_trial(exp, trial, pending, memories, done, limit, progress)
         for rec in results:
             done[(rec.task_id, rec.trial)] = rec
-            memories.setdefault(rec.task_id, EpisodicMemory(window=cfg.memory_size)).add(rec.reflection)
+            memories.setdefault(rec.task_id, EpisodicMemory(window=cfg.memory_size)).add(
+                None if rec.error else rec.reflection)
             if rec.success:
                 solved.add(rec.task_id)
         _print_summary(exp, trial, done, time.perf_counter() - started, results)
+        if results and all(r.error is not None for r in results) and trial < cfg.num_trials:
+            # Every episode of this trial failed (a dead server, a broken sandbox): later trials
+            # would fail the same way and only bury the cause. Resume once it is fixed.
+            from reinagent.outcome import Outcome
+
+            kinds = ", ".join(f"{k} x{n}" for k, n in Outcome.of(results).kinds.most_common())
+            print(f"trial {trial}: every episode ended in an error ({kinds}); not starting trial "
+                  f"{trial + 1}. Fix the cause, then: reinagent resume {exp.store.run_dir} --retry-errors",
+                  file=sys.stderr, flush=True)
+            break
+
+
+async def _warm_up_if(exp: Experiment, work: list) -> None:
+    """Load a local model, on its own lines, before the first progress bar that needs it (never
+    for a resume with nothing left to do)."""
+    if work and not exp.warmed:
+        from reinagent.preflight import warm_up
+
+        await warm_up(exp.llms)
+        exp.warmed = True
 
 
 def _solved_before(done: dict[tuple[str, int], TrialRecord], task_id: str, trial: int) -> bool:
@@ -166,7 +201,7 @@ async def run_episode(
     """One (task, trial): act, evaluate, reflect on failure. Errors end up in the record."""
     cfg = exp.config
     last_attempt = None
-    if previous is not None and cfg.strategy.uses_last_attempt:
+    if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
         last_attempt = exp.agent.render_attempt(task, previous.trajectory)
     view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt)
     rollout = f"{task.task_id}/trial{trial}"
@@ -189,13 +224,17 @@ async def run_episode(
             attempt = exp.agent.render_attempt(task, trajectory)
             record.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
             record.reflection_calls.append(call)
-    except ModelError as err:
+    except InfrastructureError as err:  # the model server or the sandbox failed, not the model
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
-        record.error = redact(f"model error: {err}")
+        label = "model error" if isinstance(err, ModelError) else "sandbox error" if isinstance(
+            err, SandboxError) else "infrastructure error"
+        record.error = redact(f"{label}: {err}")
     except Exception as err:  # noqa: BLE001 - one broken episode must never kill the run
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
         record.error = redact(f"{type(err).__name__}: {err}")
         _log_traceback(exp.store.run_dir, task.task_id, trial)
+    if record.error is not None:
+        record.reflection = None  # never reflect on (or remember) an attempt that was not judged
     record.finished_at = time.time()
     return record
 
@@ -231,9 +270,14 @@ async def _execute(exp: Experiment, records: list[TrialRecord], progress: bool) 
     try:
         await run_trials(exp, records, progress=progress)
     finally:
-        for llm in exp.llms:
-            await llm.aclose()
-        exp.benchmark.close()
+        try:
+            for llm in exp.llms:
+                await llm.aclose()
+            if hasattr(exp.benchmark, "aclose"):  # an env server's pooled connections live on this loop
+                await exp.benchmark.aclose()
+            exp.benchmark.close()
+        finally:
+            exp.store.close()  # drops the run lock
     return exp.store.run_dir
 
 
@@ -245,14 +289,37 @@ def _experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], store: R
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
 
 
+def _start(config, bench, tasks, store: RunStore, models, records, progress: bool) -> Path:
+    try:
+        exp = _experiment(config, bench, tasks, store, models)
+    except BaseException:
+        store.close()  # never leave the run locked by a half-built experiment
+        raise
+    return run_sync(_execute(exp, records, progress))
+
+
+def cache_key_of(spec: RunSpec) -> str:
+    from reinagent.llm.cache import run_cache_key
+
+    return run_cache_key(spec.created_at, spec.hostname)
+
+
+def preflight(config: RunConfig, *, resuming: bool = False) -> None:
+    from reinagent.preflight import preflight as check
+
+    check(config, resuming=resuming)
+
+
 def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
     """Everything that can fail on bad input, checked before any directory or model is made."""
     from reinagent.llm import backend_of, check_credentials
+    from reinagent.preflight import check_extras
 
+    check_extras(config)  # a missing extra (alfworld) is named before the benchmark imports it
     bench, config = resolve(config)
     for model in {config.actor_model, config.reflection_model}:
         backend_of(model, config.base_url)
-        check_credentials(model, config.base_url)
+        check_credentials(model, config.base_url, config.api_key_env)
     return config, bench, select_tasks(bench, config)
 
 
@@ -272,40 +339,55 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     """Start a new run; returns its directory."""
     config, bench, tasks = prepare(config)
     run_dir = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+    check_new_run_dir(run_dir)  # an existing run is resumed, not restarted: say so before any work
     config = config.model_copy(update={"run_dir": str(run_dir)})
-    models = build_models(config)  # cheap (models load on first use) and fails on bad input
-    store = RunStore.create(run_dir, make_spec(config, tasks, bench.settings()))
+    preflight(config)  # endpoints, extras: seconds and one line instead of a run of errors
+    spec = make_spec(config, tasks, bench.settings())
+    models = build_models(config, cache_key_of(spec))  # cheap (models load on first use)
+    store = RunStore.create(run_dir, spec)
     print(f"run directory: {run_dir}", file=sys.stderr, flush=True)
-    return run_sync(_execute(_experiment(config, bench, tasks, store, models), [], progress))
+    return _start(config, bench, tasks, store, models, [], progress)
 
 
 def resume_experiment(
     run_dir: str | Path, *, retry_errors: bool = False, num_trials: int | None = None,
-    from_trial: int | None = None, progress: bool = True,
+    from_trial: int | None = None, progress: bool = True, overrides: dict | None = None,
 ) -> Path:
-    """Continue a run from its records. `retry_errors` redoes (task, trial)s that errored;
-    `from_trial` redoes everything from that trial on (the paper script's start_trial_num)."""
-    store, spec, records = RunStore.open(Path(run_dir))
-    config = RunConfig(**spec.config)
-    if num_trials is not None:
-        config = config.model_copy(update={"num_trials": num_trials})
-    config, bench, _ = prepare(config)
-    by_id = {t.task_id: t for t in bench.load_tasks(config.split)}
-    missing = [tid for tid in spec.task_ids if tid not in by_id]
-    if missing:
-        raise RunDirError(f"{run_dir}: tasks {missing[:3]} are no longer in split {config.split!r}")
-    tasks = [by_id[tid] for tid in spec.task_ids]
-    if retry_errors:
-        records = [r for r in records if r.error is None]
-    if from_trial is not None:
-        records = [r for r in records if r.trial < from_trial]
+    """Continue a run from its records, holding its lock throughout. `num_trials` extends it,
+    `retry_errors` redoes errored (task, trial)s (and the later trials of their tasks), `from_trial`
+    redoes everything from that trial on (the paper script's start_trial_num); `overrides` move
+    the run to another endpoint or model (--base-url, --model, ...; resuming.OVERRIDABLE) and are
+    recorded in the spec's history; see resuming.py."""
+    from reinagent.resuming import plan_resume, with_change
+
+    store, spec, records = RunStore.open(Path(run_dir))  # takes the run lock, or exits: one writer
+    try:
+        plan = plan_resume(spec, records, num_trials=num_trials, from_trial=from_trial,
+                           retry_errors=retry_errors, overrides=overrides)
+        config = RunConfig(**{**spec.config, **plan.settings, "num_trials": plan.num_trials})
+        config, bench, _ = prepare(config)
+        preflight(config, resuming=True)
+        by_id = {t.task_id: t for t in bench.load_tasks(config.split)}
+        missing = [tid for tid in spec.task_ids if tid not in by_id]
+        if missing:
+            raise RunDirError(f"{run_dir}: tasks {missing[:3]} are no longer in split {config.split!r}")
+        tasks = [by_id[tid] for tid in spec.task_ids]
+        models = build_models(config, cache_key_of(spec))
+        # Durable before any model call, in this order: a kill after either step resumes right.
+        if plan.changes:
+            store.update_spec(with_change(spec, plan))
+        if plan.stale:
+            store.supersede(sorted(plan.stale), plan.reason)
+            records = [r for r in records if (r.task_id, r.trial) not in plan.stale]
+    except BaseException:
+        store.close()
+        raise
     print(f"resuming {run_dir}: {len(records)} finished (task, trial) records", file=sys.stderr)
-    models = build_models(config)
-    return run_sync(_execute(_experiment(config, bench, tasks, store, models), records, progress))
+    return _start(config, bench, tasks, store, models, records, progress)
 
 
 def load_run(run_dir: str | Path) -> tuple[RunSpec, list[TrialRecord]]:
-    """Spec and de-duplicated records of a run (for reports and notebooks)."""
+    """Spec and live records of a run, one per (task, trial) (for reports and notebooks)."""
     from reinagent.store import read_spec
 
     spec = read_spec(Path(run_dir))

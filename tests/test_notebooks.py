@@ -61,17 +61,51 @@ def test_notebook_runs(path: Path, tmp_path):
     if why:
         pytest.skip(f"benchmark {benchmark!r} is not available here: {why}")
 
-    actor = write_script(tmp_path / "actor.yaml", ACTOR_RULES)
-    reflector = write_script(tmp_path / "reflector.yaml", REFLECTOR_RULES)
-    overrides = {"model": actor, "reflector_model": reflector, "strategy": "reflexion",
-                 "num_trials": 2, "num_envs": 2, "run_dir": str(tmp_path / "runs" / path.stem)}
-    injected = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in overrides.items()),
-                                         metadata={"tags": ["injected-parameters"]})
-    nb.cells.insert(tagged[0] + 1, injected)
+    _inject_scripted_parameters(nb, tagged[0], path.stem, tmp_path)
     client = NotebookClient(nb, timeout=240, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError naming the failing cell
+    _check_outputs(nb, benchmark)
 
+
+def test_jupyter_commands_from_the_readme(tmp_path):
+    """`jupyter nbconvert --execute` (the README's command) runs a notebook; `jupyter lab` exists."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    jupyter = Path(sys.executable).with_name("jupyter")
+    assert jupyter.is_file(), "the notebooks extra must install JupyterLab and nbconvert"
+    lab = subprocess.run([str(jupyter), "lab", "--version"], capture_output=True, text=True, timeout=120)
+    assert lab.returncode == 0 and lab.stdout.strip()[:1].isdigit(), lab.stderr
+    source = ROOT / "notebooks" / "CoT_context.ipynb"
+    nb = nbformat.read(source, as_version=4)
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    _inject_scripted_parameters(nb, tagged[0], source.stem, tmp_path)
+    copy = tmp_path / source.name
+    nbformat.write(nb, copy)
+    proc = subprocess.run([str(jupyter), "nbconvert", "--to", "notebook", "--execute", str(copy),
+                           "--output", "executed.ipynb", "--ExecutePreprocessor.timeout=240"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _check_outputs(nbformat.read(tmp_path / "executed.ipynb", as_version=4), "hotpotqa")
+
+
+def _inject_scripted_parameters(nb, after: int, name: str, tmp_path: Path) -> None:
+    """A cell after the `parameters` cell that points the notebook at scripted models (papermill's way)."""
+    import nbformat
+
+    actor = write_script(tmp_path / "actor.yaml", ACTOR_RULES)
+    reflector = write_script(tmp_path / "reflector.yaml", REFLECTOR_RULES)
+    overrides = {"model": actor, "reflector_model": reflector, "strategy": "reflexion",
+                 "num_trials": 2, "num_envs": 2, "run_dir": str(tmp_path / "runs" / name)}
+    injected = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in overrides.items()),
+                                         metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(after + 1, injected)
+
+
+def _check_outputs(nb, benchmark: str) -> None:
     outputs = "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
     assert "success rate [95% CI]" in outputs  # the report table
     assert "image/png" in {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
