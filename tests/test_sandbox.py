@@ -274,6 +274,16 @@ def test_fake_success_output_never_passes(sandbox):
     assert not result.passed
 
 
+@pytest.mark.parametrize("exit_code", [121, 1])
+def test_a_program_cannot_pass_itself_off_as_a_broken_sandbox(sandbox, exit_code):
+    """Printing bwrap's error prefix and exiting 121 (the uid drop's failure code) once the
+    program runs is the program crashing, not an infrastructure error that would be retried."""
+    code = f"import os, sys\nprint('bwrap: setting up uid map: Permission denied', flush=True)\nos._exit({exit_code})\n"
+    result = run(sandbox, code, ["assert True"])
+    assert not result.passed and result.reason == "crash", result
+    assert "bwrap:" in result.output  # the program's own text, kept as output
+
+
 def test_huge_output_is_cut(sandbox):
     result = run(sandbox, "for i in range(200000):\n    print('line', i)\n", ["assert True"])
     assert result.passed and len(result.output) <= 2000 and result.output.endswith("line 199999")

@@ -55,6 +55,9 @@ def _json(value):
     return '"' + "".join(out) + '"'
 
 
+STARTED = "!started"  # after the nonce: the harness is contained and about to run the program
+
+
 class _TestTimeout(BaseException):
     """Raised by the alarm; a BaseException so that `except Exception` in user code misses it."""
 
@@ -373,6 +376,9 @@ def main():
         _flush_streams()
         _exit(0)
     nonce = spec.pop("nonce")
+    # Written before any untrusted code runs: once it is out, a 121 exit or a "bwrap:" line is
+    # the program's doing (a crash), never the sandbox failing to start (an infrastructure error).
+    _write(report_fd, ("\n" + nonce + STARTED + "\n").encode("ascii"))
     signal.signal(signal.SIGALRM, _on_alarm)
     ballast = bytearray(8 << 20)  # freed on MemoryError so that the report can still be built
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError, choices
+from reinagent.sandbox.harness import STARTED
 from reinagent.sandbox.modes import (
     UIDS,
     Launch,
@@ -209,6 +210,9 @@ def interpret(
 ) -> dict[str, Any]:
     """The verdict. Success needs the harness's nonce line; the exit code alone never passes."""
     base: dict[str, Any] = {"returncode": returncode, "mode": mode.value}
+    started_line = "\n" + nonce + STARTED + "\n"
+    started = started_line in text
+    text = text.replace(started_line, "", 1)
     at = text.rfind(nonce)
     report = None
     if at != -1:
@@ -232,7 +236,7 @@ def interpret(
         reason, message = "crash", f"file size limit ({limits.file_mb} MiB) exceeded"
     elif sig is not None:
         reason, message = "crash", f"killed by signal {signal.Signals(sig).name}"
-    elif text.lstrip().startswith("bwrap:") or returncode == 121:
+    elif not started:  # the harness never got to the program: bwrap or the uid drop failed
         reason, message = "sandbox_error", text.strip().splitlines()[0] if text.strip() else "drop failed"
     elif returncode == 0:
         reason, message = "exit", "exited with status 0 before the tests finished"
