@@ -43,3 +43,14 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 300, cwd: Path
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd or ROOT
     )
+
+
+def one_line_error(proc, *needles):
+    """A failed CLI call that printed exactly one line (no traceback) containing every needle."""
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]

@@ -6,17 +6,8 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import one_line_error, run_cli
 
-
-def _one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -36,30 +27,30 @@ def _one_line_error(proc, *needles):
 )
 def test_bad_run_input(tmp_path, args, needles):
     proc = run_cli("run", "--run-dir", str(tmp_path / "r"), "--num-envs", "1", *args)
-    _one_line_error(proc, *needles)
+    one_line_error(proc, *needles)
     assert not (tmp_path / "r").exists(), "no run directory for a run that never started"
 
 
 def test_malformed_yaml(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("benchmark: hotpotqa\nstrategy: [reflexion\n")
-    _one_line_error(run_cli("run", "--config", str(bad)), "malformed YAML", "bad.yaml", "line")
+    one_line_error(run_cli("run", "--config", str(bad)), "malformed YAML", "bad.yaml", "line")
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("benchmark: hotpotqa\nnum_trails: 3\n")
-    _one_line_error(run_cli("run", "--config", str(unknown)), "unknown setting 'num_trails'", "num_trials")
+    one_line_error(run_cli("run", "--config", str(unknown)), "unknown setting 'num_trails'", "num_trials")
 
 
 def test_missing_api_key_reported_before_work(tmp_path):
     env = {"ANTHROPIC_API_KEY": ""}
     proc = run_cli("run", "--model", "anthropic/claude-3-5-haiku-latest", "--run-dir", str(tmp_path / "r"), env=env)
-    _one_line_error(proc, "ANTHROPIC_API_KEY")
+    one_line_error(proc, "ANTHROPIC_API_KEY")
     assert not (tmp_path / "r").exists()
 
 
 def test_resume_errors(tmp_path):
-    _one_line_error(run_cli("resume", str(tmp_path / "nope")), "does not exist")
+    one_line_error(run_cli("resume", str(tmp_path / "nope")), "does not exist")
     (tmp_path / "empty").mkdir()
-    _one_line_error(run_cli("resume", str(tmp_path / "empty")), "not a reinagent run directory")
+    one_line_error(run_cli("resume", str(tmp_path / "empty")), "not a reinagent run directory")
 
 
 def test_corrupt_record_file_names_the_line(tmp_path, script):
@@ -71,8 +62,8 @@ def test_corrupt_record_file_names_the_line(tmp_path, script):
     lines = path.read_text().splitlines()
     lines[1] = '{"task_id": "x", "trial": "not a number"'
     path.write_text("\n".join(lines) + "\n")
-    _one_line_error(run_cli("resume", str(run_dir)), "corrupt record file", "line 2")
-    _one_line_error(run_cli("report", str(run_dir)), "line 2")
+    one_line_error(run_cli("resume", str(run_dir)), "corrupt record file", "line 2")
+    one_line_error(run_cli("report", str(run_dir)), "line 2")
 
 
 def test_json_report_keys(tmp_path, script):

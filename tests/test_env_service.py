@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import CLI, ROOT, run_cli, write_script
+from tests.conftest import CLI, ROOT, one_line_error, run_cli, write_script
 
 GUESS = "tests.service_envs:GuessBench"
 
@@ -95,14 +95,6 @@ def hotpot():
     yield server
     assert server.stop() == 0
 
-
-def _one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # --- the server and the protocol -------------------------------------------------------------------
@@ -209,7 +201,7 @@ def test_auth(server_factory):
     ok = run_cli("check-env", server.url, env={"REINAGENT_ENV_TOKEN": "s3cret-token"})
     assert ok.returncode == 0 and "PASS no token -> 401" in ok.stdout, ok.stdout
     # a run without the token gets one clear line, not a traceback
-    _one_line_error(run_cli("run", "--benchmark", "hotpotqa", "--env-url", server.url, "--num-envs", "1",
+    one_line_error(run_cli("run", "--benchmark", "hotpotqa", "--env-url", server.url, "--num-envs", "1",
                             env={"REINAGENT_ENV_TOKEN": ""}), "401", "bearer token")
 
 
@@ -253,7 +245,7 @@ def test_env_crash_closes_only_that_session(server_factory):
     (["--benchmark", "hotpotqa", "--host", "no-such-host.invalid", "--token", "t0ken-123"], ["cannot listen on"]),
 ])
 def test_bad_server_input(args, needles):
-    _one_line_error(run_cli("serve-env", "--port", "0", *args, env={"REINAGENT_ENV_TOKEN": ""}), *needles)
+    one_line_error(run_cli("serve-env", "--port", "0", *args, env={"REINAGENT_ENV_TOKEN": ""}), *needles)
 
 
 def test_port_in_use():
@@ -261,7 +253,7 @@ def test_port_in_use():
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        _one_line_error(run_cli("serve-env", "--benchmark", "hotpotqa", "--port", str(port)),
+        one_line_error(run_cli("serve-env", "--benchmark", "hotpotqa", "--port", str(port)),
                         f"port {port}", "in use", "--port")
 
 
@@ -447,11 +439,11 @@ def test_run_through_server_equals_in_process(hotpot, tmp_path):
 
 
 def test_run_against_wrong_server_is_one_line(hotpot, tmp_path):
-    _one_line_error(run_cli("run", "--benchmark", "mbpp", "--env-url", hotpot.url, "--num-envs", "1",
+    one_line_error(run_cli("run", "--benchmark", "mbpp", "--env-url", hotpot.url, "--num-envs", "1",
                             "--run-dir", str(tmp_path / "r")), "serves 'hotpotqa'", "--benchmark mbpp")
-    _one_line_error(run_cli("run", "--benchmark", "hotpotqa", "--split", "dev-first100", "--env-url", hotpot.url,
+    one_line_error(run_cli("run", "--benchmark", "hotpotqa", "--split", "dev-first100", "--env-url", hotpot.url,
                             "--num-envs", "1", "--run-dir", str(tmp_path / "r")), "--split dev-first100")
-    _one_line_error(run_cli("run", "--benchmark", "remote", "--num-envs", "1"), "--env-url")
+    one_line_error(run_cli("run", "--benchmark", "remote", "--num-envs", "1"), "--env-url")
     assert not (tmp_path / "r").exists()
 
 
