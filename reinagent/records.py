@@ -85,8 +85,30 @@ class Step(BaseModel):
     valid_action: bool = True
 
 
+class SearchNode(BaseModel):
+    """One node of a search rollout's tree (ToT, MCTS): the step that led to it and what the search
+    learnt about it. Node 0 is the root (the task's first observation; no action). `value` is the
+    LLM value estimate (or the fraction of internal tests passed), `reward` the benchmark's verdict
+    on a terminal node, `reflection` the self-reflection written on a failed terminal node."""
+
+    id: int
+    parent: int | None = None
+    depth: int = 0
+    output: str | None = None  # the model text the step was parsed from
+    thought: str | None = None
+    action: str | None = None
+    observation: str | None = None
+    value: float | None = None
+    visits: int = 0
+    reward: float | None = None
+    terminal: bool = False
+    success: bool | None = None
+    reflection: str | None = None
+
+
 class Trajectory(BaseModel):
-    """Everything one agent did in one trial of one task."""
+    """Everything one agent did in one trial of one task. A search rollout keeps the chosen path
+    in `steps`/`messages` (what the Reflector and LAST_ATTEMPT see) and the whole tree in `tree`."""
 
     messages: list[Message] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
@@ -94,6 +116,8 @@ class Trajectory(BaseModel):
     end_reason: str = "unfinished"  # finished, step_budget, prompt_budget, loop, error, ...
     calls: list[ModelCall] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
+    rollout: str = "react"  # the rollout strategy that produced it (react, tot, mcts, multi-turn)
+    tree: list[SearchNode] = Field(default_factory=list)  # search rollouts only; node i has id i
 
     def prompt_of(self, step: Step) -> list[Message]:
         return self.messages[: step.prompt_len]

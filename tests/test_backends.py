@@ -239,3 +239,16 @@ def test_a_base_url_server_does_not_need_the_providers_key(monkeypatch):
         check_credentials("anthropic/claude-x")
     with pytest.raises(ConfigError, match="NOT_SET_HERE"):
         check_credentials("openai/m", "http://127.0.0.1:9/v1", "NOT_SET_HERE")
+
+
+def test_an_empty_key_counts_as_missing_and_the_environment_is_left_alone(monkeypatch):
+    import os
+
+    from reinagent.llm import check_credentials
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "")
+    monkeypatch.setenv("SOME_OTHER_TOKEN", "")
+    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+        check_credentials("anthropic/claude-x")
+    # The check hides empty variables from litellm only while it asks; the user's stay as they were.
+    assert os.environ["ANTHROPIC_API_KEY"] == "" and os.environ["SOME_OTHER_TOKEN"] == ""

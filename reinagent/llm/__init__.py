@@ -77,6 +77,8 @@ def import_litellm():
 
 def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
+    from unittest import mock
+
     from reinagent.llm.wire import endpoint_key, is_provider_endpoint
 
     kind = backend_of(model, base_url)
@@ -85,12 +87,15 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
         return
     if kind != "litellm" or (base_url and not is_provider_endpoint(base_url)):
         return  # a --base-url server is not sent the provider's key, so it need not be set
-    # An empty variable is as good as a missing one.
-    for name in [k for k, v in os.environ.items() if v == "" and k.endswith(("_KEY", "_TOKEN"))]:
-        del os.environ[name]
     litellm = import_litellm()
+    # An empty variable is as good as a missing one, but litellm only asks whether it is set: hide
+    # the empty ones from it for this one check, and leave the user's environment as it was.
+    empty = {k: v for k, v in os.environ.items() if v == "" and k.endswith(("_KEY", "_TOKEN"))}
     try:
-        env = litellm.validate_environment(model=model)
+        with mock.patch.dict(os.environ):
+            for name in empty:
+                del os.environ[name]
+            env = litellm.validate_environment(model=model)
     except Exception:  # noqa: BLE001 - unknown providers: let the first call tell
         return
     missing = env.get("missing_keys") or []

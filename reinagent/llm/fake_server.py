@@ -1,4 +1,6 @@
-"""A real OpenAI-compatible HTTP server on loopback, for tests and performance scripts.
+"""A real OpenAI-compatible HTTP server on loopback: a public testing utility (like inspect_ai's
+mock model), used by our tests, perf scripts and fault campaign, and meant for users' own tests of
+agents, rollouts and backends without a hosted model. Standard library only; safe to import.
 
 It answers `POST /v1/chat/completions` after a fixed latency, can fail chosen requests (HTTP
 429 with Retry-After, 5xx, a dropped connection, and broken 200s: an HTML page, invalid JSON,

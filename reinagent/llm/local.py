@@ -73,7 +73,7 @@ _ENGINES_LOCK = threading.Lock()
 
 def _acquire(llm: LocalLLM) -> BatchEngine:
     # The cache root is part of a GGUF model's identity: a test with a private cache converts anew.
-    root = str(cache_root()) if llm.source.suffix.lower() == ".gguf" else ""
+    root = str(models_cache()) if llm.source.suffix.lower() == ".gguf" else ""
     key = (str(llm.source.resolve()), root, llm.max_batch, llm.prefix_cache_mb, llm.device)
     with _ENGINES_LOCK:
         entry = _ENGINES.get(key)
@@ -142,9 +142,12 @@ def _require_packages(gguf: bool) -> None:
         raise ConfigError(f"the local model needs {', '.join(missing)}: pip install 'reinagent[local]'")
 
 
-def cache_root(root: str | None = None) -> Path:
-    root = root or os.environ.get("REINAGENT_CACHE_DIR")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "reinagent") / "models"
+def models_cache(root: str | None = None) -> Path:
+    """Converted models live under the one cache root (paths.cache_root: $REINAGENT_CACHE_DIR,
+    $XDG_CACHE_HOME/reinagent or ~/.cache/reinagent), or under `root` when a caller names one."""
+    from reinagent.paths import cache_root
+
+    return (Path(root).expanduser() if root else cache_root()) / "models"
 
 
 def converted_dir(gguf: Path, root: str | None = None) -> Path:
@@ -153,7 +156,7 @@ def converted_dir(gguf: Path, root: str | None = None) -> Path:
 
     st = gguf.stat()
     key = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{transformers.__version__}".encode()).hexdigest()[:10]
-    return cache_root(root) / f"{gguf.stem}-{key}"
+    return models_cache(root) / f"{gguf.stem}-{key}"
 
 
 def load_model(source: Path, device: str | None = None, cache_dir: str | None = None, *, batch: int = 1) -> LoadedModel:
