@@ -291,3 +291,86 @@ def test_experiment_configs_are_valid_run_configs():
                           "humaneval": ("coder",), "mbpp": ("coder",), "alfworld": ("react",)}.items():
         for agent in agents:
             assert {s for b, a, s in seen if (b, a) == (bench, agent)} == strategies, (bench, agent)
+
+
+def write_training_log(directory: Path, steps: int = 5, name: str = "train_metrics.jsonl", tail: str = "") -> Path:
+    """An RL trainer's per-step metrics (issue 18), the last step cut off mid-line when `tail`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [{"step": s, "loss": 1.0 / s, "reward_mean": 0.1 * s, "reward_std": 0.05, "kl": 0.01 * s,
+             "tokens_per_s": 100.0 + s} for s in range(1, steps + 1)]
+    (directory / name).write_text("".join(json.dumps(r) + "\n" for r in rows) + tail)
+    return directory
+
+
+def test_training_log_is_reported_and_plotted(tmp_path):
+    out = write_training_log(tmp_path / "rl-out", tail='{"step": 6, "loss": 0.1')  # a killed trainer
+    md = run_cli("report", str(out))
+    assert md.returncode == 0, md.stderr
+    assert "# Training" in md.stdout and "5 steps" in md.stdout
+    assert "| loss | 5 | 1 | 0.2 | 0.2 | 1 |" in md.stdout
+    assert "| reward_mean | 5 | 0.1 | 0.5 | 0.1 | 0.5 |" in md.stdout
+    page, plot = tmp_path / "r.html", tmp_path / "curve.png"
+    proc = run_cli("report", str(out), "--format", "html", "-o", str(page), "--plot", str(plot))
+    assert proc.returncode == 0, proc.stderr
+    html = page.read_text()
+    assert "id='training'" in html and "id='plot-training-0'" in html and "id='plot-success'" not in html
+    training_png = tmp_path / "curve-training.png"
+    assert training_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plot.exists()  # no runs: no trial curve
+
+
+def test_training_figure_draws_loss_reward_and_kl_per_step(tmp_path):
+    from reinagent.report.training import read_training_log, training_figure
+
+    log = read_training_log(write_training_log(tmp_path / "o", name="metrics.jsonl") / "metrics.jsonl")
+    fig = training_figure(log)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert [t.split(" ")[0] for t in titles] == ["loss", "reward", "KL"]
+    for ax, key in zip(fig.axes, ("loss", "reward_mean", "kl")):
+        xs, ys = ax.lines[0].get_data()
+        assert list(xs) == [1, 2, 3, 4, 5] and list(ys) == pytest.approx(log.series(key)[1])
+    assert len(fig.axes[1].collections) == 1  # the +-std band around the mean reward
+
+
+def test_run_and_training_log_together(complete, tmp_path):
+    out = write_training_log(tmp_path / "rl-out")
+    md = run_cli("report", str(complete), str(out)).stdout
+    assert md.startswith("# hotpotqa / cot-context / reflexion") and "# Training" in md
+    data = json.loads(run_cli("report", str(complete), str(out), "--format", "json").stdout)
+    assert data["benchmark"] == "hotpotqa"  # the one-run JSON contract is unchanged
+
+
+def test_not_a_training_log(tmp_path):
+    """A metrics.jsonl of some other tool is not a training log; a corrupt one is a one-line error."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "metrics.jsonl").write_text('{"latency": 1}\n')
+    proc = run_cli("report", str(other))
+    assert proc.returncode == 2 and "not a reinagent run directory" in proc.stderr
+    bad = write_training_log(tmp_path / "bad")
+    lines = (bad / "train_metrics.jsonl").read_text().splitlines(keepends=True)
+    lines[1] = "{oops\n"
+    (bad / "train_metrics.jsonl").write_text("".join(lines))
+    proc = run_cli("report", str(bad))
+    assert proc.returncode == 2 and "line 2 is not JSON" in proc.stderr and "Traceback" not in proc.stderr
+    lines[1] = '{"loss": 0.5}\n'  # a step without its number
+    (bad / "train_metrics.jsonl").write_text("".join(lines))
+    proc = run_cli("report", str(bad))
+    assert proc.returncode == 2 and "line 2 has no numeric 'step'" in proc.stderr
+
+
+def test_training_steps_without_some_metrics_are_kept(tmp_path):
+    from reinagent.report.training import read_training_log
+
+    out = write_training_log(tmp_path / "o", steps=3, tail='{"step": 4, "checkpoint": "saved"}\n')
+    log = read_training_log(out / "train_metrics.jsonl")
+    assert [r["step"] for r in log.rows] == [1, 2, 3, 4] and log.series("loss")[0] == [1, 2, 3]
+
+
+def test_rl_output_directory_reports_its_rollouts_and_its_training(tmp_path):
+    """`reinagent rl train` leaves OUTPUT/train_metrics.jsonl beside OUTPUT/rollouts/ (a run directory)."""
+    out = write_training_log(tmp_path / "rl-out")
+    make_run(out / "rollouts", COMPLETE)
+    md = run_cli("report", str(out))
+    assert md.returncode == 0, md.stderr
+    assert md.stdout.startswith("# hotpotqa / cot-context / reflexion") and "# Training" in md.stdout
+    assert "| kl | 5 | 0.01 | 0.05 | 0.01 | 0.05 |" in md.stdout

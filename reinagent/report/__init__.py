@@ -1,4 +1,6 @@
-"""Reports over run directories: summaries, markdown, HTML, plots and pandas frames.
+"""Reports over run directories: summaries, markdown, HTML, plots and pandas frames; per rollout
+strategy what a solved task costs (rollouts.py), search trees (tree.py), RL training curves
+(training.py). The HTML page is a jinja2 template in templates/.
 
     from reinagent.report import load_frames, task_story, learning_curve_figure
     frames = load_frames("runs/")           # runs, curve, trials, tasks, calls DataFrames
@@ -29,6 +31,11 @@ _EXPORTS = {
     "save_learning_curve": "reinagent.report.plots",
     "task_story": "reinagent.report.trajectory",
     "pick_task": "reinagent.report.trajectory",
+    "rollout_table": "reinagent.report.rollouts",
+    "chosen_path": "reinagent.report.tree",
+    "find_training_logs": "reinagent.report.training",
+    "read_training_log": "reinagent.report.training",
+    "training_figure": "reinagent.report.training",
     "task_question": "reinagent.report.trajectory",
 }
 

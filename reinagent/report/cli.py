@@ -1,7 +1,9 @@
 """`reinagent report DIR... [--format markdown|html|json] [--plot FILE.png] [--output FILE]`.
 
 Markdown and JSON import neither pandas nor matplotlib, so they start fast; only HTML and
---plot load matplotlib.
+--plot load matplotlib. A directory holding an RL training log (report/training.py) adds its
+loss, reward and KL curves: a section of the HTML page, a table in markdown, and with --plot a
+second figure FILE-training.png.
 """
 
 from __future__ import annotations
@@ -22,22 +24,35 @@ import click
 @click.option("--title", default="reinagent report", show_default=True, help="HTML: page title.")
 def report(run_dirs, fmt, plot, output, max_tasks, title) -> None:
     """Summarise run directories (complete, in progress or killed); several runs are compared
-    side by side. A folder holding runs (e.g. runs/) stands for every run in it."""
-    from reinagent.report.loading import load
+    side by side. A folder holding runs (e.g. runs/) stands for every run in it; a directory
+    with an RL training log (train_metrics.jsonl or metrics.jsonl) adds its training curves."""
+    from reinagent.report.loading import holds_runs, load
+    from reinagent.report.training import find_training_logs
 
-    runs = load(list(run_dirs))
+    run_paths, training = [], []
+    for path in run_dirs:
+        logs = find_training_logs([path])
+        training += logs
+        if not logs or holds_runs(path):
+            run_paths.append(path)  # not a run and no log either: load() names the problem
+    runs = load(run_paths) if run_paths else []
     summaries = [r.summary for r in runs]
     if fmt == "json":
         # One run: one object (issue 2's contract); several: a list of them, in the order given.
-        text = json.dumps(summaries[0] if len(summaries) == 1 else summaries, indent=2) + "\n"
+        # Training logs alone: their steps, one object per log.
+        items = summaries or [{"training_log": str(log.path), "steps": log.rows} for log in training]
+        text = json.dumps(items[0] if len(items) == 1 else items, indent=2) + "\n"
     elif fmt == "html":
         from reinagent.report.html import report_html
 
-        text = report_html(runs, title=title, max_tasks=max_tasks)
+        text = report_html(runs, title=title, max_tasks=max_tasks, training=training)
     else:
         from reinagent.report.markdown import report_markdown
+        from reinagent.report.training import training_markdown
 
-        text = report_markdown(summaries).rstrip("\n") + "\n"
+        parts = [report_markdown(summaries)] if summaries else []
+        parts += [training_markdown(training)] if training else []
+        text = "\n".join(p.rstrip("\n") + "\n" for p in parts)
     if output:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(text, encoding="utf-8")
@@ -46,5 +61,11 @@ def report(run_dirs, fmt, plot, output, max_tasks, title) -> None:
         click.echo(text, nl=False)
     if plot:
         from reinagent.report.plots import save_learning_curve
+        from reinagent.report.training import save_training_plot
 
-        click.echo(f"plot: {save_learning_curve(summaries, plot)}", err=True)
+        if summaries:
+            click.echo(f"plot: {save_learning_curve(summaries, plot)}", err=True)
+        for i, log in enumerate(training):
+            path = Path(plot)
+            name = f"{path.stem}-training{'' if len(training) == 1 else f'-{i + 1}'}{path.suffix or '.png'}"
+            click.echo(f"plot: {save_training_plot(log, path.with_name(name))}", err=True)

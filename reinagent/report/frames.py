@@ -10,7 +10,7 @@ runs    run. run_id, label (agent/strategy/model), run_dir, benchmark, agent, st
         model, reflector_model, num_tasks, num_trials, num_records, status ('complete' or
         'partial'), success_rate (tasks solved by the last trial / num_tasks), ci_low, ci_high
         (95% Wilson), num_errors, prompt_tokens, completion_tokens, cost_usd, wall_s,
-        git_commit, created_at (UTC timestamp).
+        git_commit, created_at (UTC timestamp), rollout (react when the config names none).
 curve   run x trial number (every planned trial, even one nothing ran in yet). run_id, label,
         trial, attempted, solved, solved_cumulative, num_tasks, success_rate (solved /
         attempted), success_rate_cumulative, ci_low, ci_high, mean_f1, mean_reward, errors, wall_s.
@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reinagent.records import ModelCall, TrialRecord
+from reinagent.report.labels import unique_labels
 from reinagent.report.loading import LoadedRun, load
+from reinagent.report.rollouts import DEFAULT_ROLLOUT, nodes_expanded
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,8 +67,6 @@ def load_frames(paths: list[str | Path] | str | Path) -> RunFrames:
 
 def frames_of(loaded: list[LoadedRun]) -> RunFrames:
     import pandas as pd
-
-    from reinagent.report.summary import unique_labels
 
     labels = unique_labels([r.summary for r in loaded])
     ids = _unique_ids([r.run_dir.name for r in loaded])
@@ -103,14 +103,14 @@ def frames_of(loaded: list[LoadedRun]) -> RunFrames:
 _RUN_COLUMNS = ["run_id", "label", "run_dir", "benchmark", "agent", "strategy", "split", "model",
                 "reflector_model", "num_tasks", "num_trials", "num_records", "status", "success_rate",
                 "ci_low", "ci_high", "num_errors", "prompt_tokens", "completion_tokens", "cost_usd",
-                "wall_s", "git_commit", "created_at"]
+                "wall_s", "git_commit", "created_at", "rollout"]
 _CURVE_COLUMNS = ["run_id", "label", "trial", "attempted", "solved", "solved_cumulative", "num_tasks",
                   "success_rate", "success_rate_cumulative", "ci_low", "ci_high", "mean_f1",
                   "mean_reward", "errors", "wall_s"]
 _TRIAL_COLUMNS = ["run_id", "task_id", "trial", "success", "reward", "f1", "answer", "error", "errored",
                   "end_reason", "num_steps", "invalid_actions", "memory_shown", "reflection",
                   "started_at", "finished_at", "wall_s", "actor_calls", "actor_tokens",
-                  "reflector_calls", "reflector_tokens", "cost_usd"]
+                  "reflector_calls", "reflector_tokens", "cost_usd", "rollout", "nodes_expanded"]
 _TASK_COLUMNS = ["run_id", "task_id", "attempts", "solved", "solved_at_trial", "errors", "best_f1",
                  "last_answer", "reflections"]
 _CALL_COLUMNS = ["run_id", "task_id", "trial", "role", "call_index", "model", "prompt_tokens",
@@ -135,7 +135,7 @@ def _run_row(run: LoadedRun, rid: str, label: str) -> dict[str, Any]:
     return {"run_id": rid, "label": label, **{k: s[k] for k in keys},
             "ci_low": s["success_ci"][0], "ci_high": s["success_ci"][1],
             "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-            "cost_usd": usage["cost_usd"]}
+            "cost_usd": usage["cost_usd"], "rollout": s.get("rollout", DEFAULT_ROLLOUT)}
 
 
 def _trial_row(rid: str, rec: TrialRecord) -> dict[str, Any]:
@@ -155,7 +155,7 @@ def _trial_row(rid: str, rec: TrialRecord) -> dict[str, Any]:
         "reflection": rec.reflection, "started_at": rec.started_at, "finished_at": rec.finished_at,
         "wall_s": rec.wall_s, "actor_calls": by_role["actor"][0], "actor_tokens": by_role["actor"][1],
         "reflector_calls": by_role["reflector"][0], "reflector_tokens": by_role["reflector"][1],
-        "cost_usd": cost,
+        "cost_usd": cost, "rollout": traj.rollout, "nodes_expanded": nodes_expanded(rec),
     }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, TrialRecord
-from reinagent.store import is_run_dir
+from reinagent.store import is_run_dir, read_records, read_spec
 
 
 @dataclass
@@ -51,13 +51,24 @@ def find_run_dirs(paths: list[str | Path] | str | Path) -> list[Path]:
     return found
 
 
+def read_run(run_dir: str | Path) -> tuple[RunSpec, list[TrialRecord]]:
+    """Spec and live records (one per (task, trial), supersede markers applied), straight from the
+    store: reports never import the runner and the model machinery behind it."""
+    return read_spec(Path(run_dir)), read_records(Path(run_dir))
+
+
+def holds_runs(path: str | Path) -> bool:
+    """A run directory, or a folder with run directories in it."""
+    path = Path(path)
+    return is_run_dir(path) or (path.is_dir() and any(p.is_dir() and is_run_dir(p) for p in path.iterdir()))
+
+
 def load(paths: list[str | Path] | str | Path) -> list[LoadedRun]:
     """Every run named by `paths`, read and summarised."""
     from reinagent.report.summary import summarize_records
-    from reinagent.runner import load_run
 
     runs = []
     for run_dir in find_run_dirs(paths):
-        spec, records = load_run(run_dir)
+        spec, records = read_run(run_dir)
         runs.append(LoadedRun(run_dir, spec, records, summarize_records(spec, records, str(run_dir))))
     return runs

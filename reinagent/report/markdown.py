@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reinagent.report.rollouts import rollout_table
 from reinagent.report.tables import (
     Table, cache_warnings, comparison_table, duration, error_table, trial_table, usage_table,
 )
@@ -19,11 +20,13 @@ def report_markdown(summaries: list[dict[str, Any]]) -> str:
 def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
     warnings = "".join(f"\n> **warning:** {w}\n" for w in cache_warnings(summaries))
-    return f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
+    return (f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
+            f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n")
 
 
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
-    """One run: the per-trial table, tokens and cost per role, wall time and errors."""
+    """One run: the per-trial table, its rollout's cost per solved task, tokens and cost per role,
+    wall time and errors."""
     h = "#" * level
     errors = error_table(s)
     lines = [
@@ -35,6 +38,10 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         f"run directory `{s.get('run_dir')}`, git commit `{s.get('git_commit') or 'unknown'}`",
         "",
         table_markdown(trial_table(s)),
+        "",
+        f"{h}# Rollout",
+        "",
+        table_markdown(rollout_table([s])),
         "",
         f"{h}# Tokens and cost by role",
         "",

@@ -10,7 +10,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reinagent.report.summary import unique_labels
+from reinagent.report.labels import unique_labels
 
 MAX_BANDS = 3  # confidence bands drawn for up to this many runs
 

@@ -6,7 +6,9 @@ start fast and work wherever the package imports, including on a run that is sti
 Contract keys (stable since the first release): benchmark, agent, strategy, num_tasks,
 trials[{trial, attempted, solved, solved_cumulative}], usage{calls, prompt_tokens,
 completion_tokens, cost_usd}, errors. Everything else here is an addition a reader may use but
-must not rely on being the only keys.
+must not rely on being the only keys. `rollout` (react when the config names none) and
+`rollout_stats` (nodes expanded, model calls and tokens per solved task) are defined in
+report/rollouts.py.
 
 Usage is what the run *paid*: a call answered from the response cache counts as a hit with no
 tokens and no cost. `usage.if_uncached` (and per role) counts every call at the tokens and cost
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.records import RunSpec, TrialRecord, Usage
+from reinagent.report.labels import run_label
+from reinagent.report.rollouts import rollout_of, rollout_stats
 from reinagent.report.stats import wilson_interval
 
 # Benchmarks whose evaluator records a token-level F1 next to exact match.
@@ -28,9 +32,9 @@ F1_BENCHMARKS = ("hotpotqa",)
 
 def summarize(run_dir: str | Path) -> dict[str, Any]:
     """One JSON-able object describing a run, complete, in progress or killed."""
-    from reinagent.runner import load_run
+    from reinagent.store import read_records, read_spec
 
-    spec, records = load_run(run_dir)
+    spec, records = read_spec(Path(run_dir)), read_records(Path(run_dir))
     return summarize_records(spec, records, run_dir=str(run_dir))
 
 
@@ -106,30 +110,11 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "git_commit": spec.git_commit,
         "created_at": spec.created_at,
         "reinagent_version": spec.reinagent_version,
+        "rollout": rollout_of(spec),
+        "rollout_stats": rollout_stats(records, final["solved_cumulative"]),
     }
     summary["label"] = run_label(summary)
     return summary
-
-
-def run_label(summary: dict[str, Any]) -> str:
-    """How a run is named in comparisons: agent/strategy/model (the three things people vary)."""
-    return f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
-
-
-def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:
-    """Labels for side-by-side columns; repeated labels get their run directory's name appended."""
-    labels = [s.get("label") or run_label(s) for s in summaries]
-    return [
-        f"{label} ({Path(s.get('run_dir') or str(i)).name})" if labels.count(label) > 1 else label
-        for i, (label, s) in enumerate(zip(labels, summaries))
-    ]
-
-
-def to_markdown(summary: dict[str, Any]) -> str:
-    """Markdown for one run (kept here for callers of the first version of this module)."""
-    from reinagent.report.markdown import run_markdown
-
-    return run_markdown(summary)
 
 
 def _mean(values: list[float]) -> float | None:

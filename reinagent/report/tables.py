@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reinagent.report.stats import format_rate
-from reinagent.report.summary import unique_labels
+from reinagent.report.labels import unique_labels
 
 Table = tuple[list[str], list[list[str]]]  # header, rows
 

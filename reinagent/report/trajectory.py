@@ -11,6 +11,7 @@ from pathlib import Path
 
 from reinagent.records import TrialRecord
 from reinagent.report.loading import LoadedRun, load
+from reinagent.report.tree import chosen_path
 
 # The few-shot prompts end their examples with "(END OF EXAMPLES)" (ALFWorld: "(END OF EXAMPLE)").
 EXAMPLES_END = re.compile(r"\(END OF EXAMPLES?\)")
@@ -143,6 +144,9 @@ def task_story(run: LoadedRun | str | Path, task_id: str | None = None) -> str:
         for reflection in rec.memory:
             lines.append(f"  reflection in prompt: {reflection}")
         lines += ["  " + line.replace("\n", "\n  ") for line in step_lines(rec)]
+        if rec.trajectory.tree:
+            path = " > ".join(f"#{i}" for i in chosen_path(rec.trajectory))
+            lines.append(f"  search tree ({rec.trajectory.rollout}): {len(rec.trajectory.tree)} nodes, chosen path {path}")
         if rec.answer is not None and "\n" not in rec.answer.strip():
             lines.append(f"  answer: {rec.answer}")  # a multi-line answer (code) is the last action
         if evaluation_note(rec):

@@ -1,0 +1,21 @@
+"""How runs are named in reports. The bottom floor of the report package: summaries, tables,
+plots and frames all name runs this way, so it imports nothing from them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def run_label(summary: dict[str, Any]) -> str:
+    """How a run is named in comparisons: agent/strategy/model (the three things people vary)."""
+    return f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
+
+
+def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:
+    """Labels for side-by-side columns; repeated labels get their run directory's name appended."""
+    labels = [s.get("label") or run_label(s) for s in summaries]
+    return [
+        f"{label} ({Path(s.get('run_dir') or str(i)).name})" if labels.count(label) > 1 else label
+        for i, (label, s) in enumerate(zip(labels, summaries))
+    ]

@@ -1,0 +1,86 @@
+"""Per rollout strategy (react, tot, mcts, multi-turn): what a solved task costs.
+
+A search rollout (ToT, MCTS) may solve more tasks than greedy ReAct but pays for it in nodes
+expanded and model calls; these numbers put the two side by side. Runs are grouped by
+`config.rollout`; runs from before rollouts existed have none and are greedy ReAct.
+
+Definitions (per run, summed over a group of runs):
+- episodes: trial records (one per task and trial);
+- nodes expanded: a search episode's tree size (`len(Trajectory.tree)`, root included), else its
+  number of steps: the comparable unit of work of one episode;
+- model calls and tokens: every call of every role (actor, value, reflector), tokens as made
+  (prompt + completion; a call answered from the response cache counts its original tokens), so
+  a replayed run compares with a fresh one;
+- per solved task: divided by the tasks solved by the last trial (none solved: no figure).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reinagent.records import RunSpec, TrialRecord
+from reinagent.report.stats import format_rate
+from reinagent.report.tables import Table
+
+DEFAULT_ROLLOUT = "react"  # what every run did before `--rollout` existed
+
+
+def rollout_of(spec: RunSpec) -> str:
+    return str(spec.config.get("rollout") or DEFAULT_ROLLOUT)
+
+
+def nodes_expanded(rec: TrialRecord) -> int:
+    """A search episode's tree size, else its steps."""
+    traj = rec.trajectory
+    return len(traj.tree) if traj.tree else len(traj.steps)
+
+
+def rollout_stats(records: list[TrialRecord], solved_tasks: int) -> dict[str, Any]:
+    """The run's totals and per-solved-task figures (the summary's `rollout_stats`)."""
+    calls = [c for rec in records for c in rec.calls]
+    nodes = sum(nodes_expanded(rec) for rec in records)
+    tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    return {
+        "episodes": len(records),
+        "nodes_expanded": nodes,
+        "calls": len(calls),
+        "tokens": tokens,
+        "solved_tasks": solved_tasks,
+        **_ratios(len(records), nodes, len(calls), tokens, solved_tasks),
+    }
+
+
+def _ratios(episodes: int, nodes: int, calls: int, tokens: int, solved: int) -> dict[str, float | None]:
+    return {
+        "nodes_per_episode": nodes / episodes if episodes else None,
+        "calls_per_solved": calls / solved if solved else None,
+        "tokens_per_solved": tokens / solved if solved else None,
+    }
+
+
+ROLLOUT_HEADER = ["rollout", "runs", "solved [95% CI]", "episodes", "nodes expanded (per episode)",
+                  "model calls per solved task", "tokens per solved task"]
+
+
+def rollout_table(summaries: list[dict[str, Any]]) -> Table:
+    """One row per rollout strategy, summing the runs that used it (in order of first appearance)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for s in summaries:
+        groups.setdefault(s.get("rollout") or DEFAULT_ROLLOUT, []).append(s)
+    rows = []
+    for name, runs in groups.items():
+        stats = [s.get("rollout_stats") or {} for s in runs]
+        total = {k: sum(st.get(k, 0) for st in stats) for k in ("episodes", "nodes_expanded", "calls", "tokens")}
+        solved = sum(st.get("solved_tasks", 0) for st in stats)
+        tasks = sum(int(s.get("num_tasks") or 0) for s in runs)
+        ratios = _ratios(total["episodes"], total["nodes_expanded"], total["calls"], total["tokens"], solved)
+        rows.append([
+            name, str(len(runs)), format_rate(solved, tasks), str(total["episodes"]),
+            f"{total['nodes_expanded']} ({_fixed(ratios['nodes_per_episode'], 1)})",
+            _fixed(ratios["calls_per_solved"], 1), _fixed(ratios["tokens_per_solved"], 0),
+        ])
+    return ROLLOUT_HEADER, rows
+
+
+def _fixed(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
