@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian packages the tests use (bubblewrap for the sandbox, chromium for the HTML report test).
+# Debian packages the tests use (bubblewrap for the sandbox, chromium for the HTML report test,
+# postgresql for the PostgreSQL store tests: they run initdb/pg_ctl from /usr/lib/postgresql/*/bin).
 # Listed in .ci/apt-packages.txt; installed only when missing and when we may (root).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
