@@ -1,0 +1,85 @@
+"""The Rollout interface: one episode of one task, as a strategy runs it, and the lazy registry."""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from reinagent.errors import ConfigError, choices
+
+if TYPE_CHECKING:
+    from reinagent.agents.base import Actor, Agent
+    from reinagent.benchmarks.base import Benchmark, Task
+    from reinagent.config import RunConfig
+    from reinagent.env import Env
+    from reinagent.memory import MemoryView
+    from reinagent.records import Evaluation, Trajectory
+    from reinagent.reflector import Reflector
+
+ROLLOUTS = ("react", "tot", "mcts", "multi-turn")
+
+# name -> (module, class); imported on demand (see make_rollout)
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "react": ("reinagent.rollouts.react", "ReactRollout"),
+    "tot": ("reinagent.rollouts.tot", "TotRollout"),
+    "mcts": ("reinagent.rollouts.mcts", "MctsRollout"),
+    "multi-turn": ("reinagent.rollouts.multi_turn", "MultiTurnRollout"),
+}
+
+
+@dataclass
+class Episode:
+    """One (task, trial) as a rollout sees it. `actor.rollout_id` is the episode's id
+    (f"{task}/trial{k}"); search rollouts derive every sampled call's id from it."""
+
+    benchmark: Benchmark
+    agent: Agent
+    task: Task
+    memory: MemoryView
+    actor: Actor
+    config: RunConfig
+    reflector: Reflector | None = None  # search rollouts reflect on failed branches (None: the actor's model)
+
+    @property
+    def rollout_id(self) -> str:
+        return self.actor.rollout_id
+
+    def make_env(self) -> Env:
+        """A fresh environment for this task (branches that cannot snapshot replay into one)."""
+        return self.benchmark.make_env(self.task, self.config)
+
+    async def evaluate(self, trajectory: Trajectory) -> Evaluation:
+        return await self.benchmark.evaluate(self.task, trajectory, self.config)
+
+
+class Rollout(abc.ABC):
+    """A strategy for one episode. Returns the trajectory the trial keeps (the chosen path in
+    steps/messages, the whole search tree in `tree`) and the benchmark's evaluation of it."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: RunConfig):
+        self.config = config
+
+    @abc.abstractmethod
+    async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]: ...
+
+
+def check_rollout(name: str) -> str:
+    if name not in _REGISTRY:
+        raise ConfigError(f"unknown rollout {name!r}; valid: {choices(ROLLOUTS)}")
+    return name
+
+
+def make_rollout(name: str, config: RunConfig) -> Rollout:
+    """The rollout called `name`, its module imported now (a ConfigError names the valid ones)."""
+    module_name, cls_name = _REGISTRY[check_rollout(name)]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name != module_name:
+            raise
+        raise ConfigError(f"rollout {name!r} is not available in this installation ({module_name} missing)") from None
+    return getattr(module, cls_name)(config)

@@ -1,0 +1,189 @@
+"""What ToT and MCTS share: the tree, batched expansion, values, judging, reflections, the result.
+
+Determinism: every sampled call's rollout id is its place in the tree (given by the caller, e.g.
+"mcts/it3/n7/c2"), node ids are given in request order after each batch, and each batch's budget
+is decided before any of its calls is made; so a replayed episode (resume, response cache) makes
+the same choices whatever order concurrent answers come back in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import replace
+
+from reinagent.agents.base import BudgetExhausted, Request
+from reinagent.records import Evaluation, SearchNode, Trajectory
+from reinagent.reflector import Reflector, clean_reflection
+from reinagent.rollouts.base import Episode
+from reinagent.rollouts.steps import PathState, gather_in_order, make_stepper
+from reinagent.rollouts.value import Scale, mean_value, value_params, value_requests
+
+
+def seeded(req: Request) -> Request:
+    """A sampled request's seed derived from the run's seed and its place in the tree: a server
+    that honours `seed` (vLLM) would otherwise give a node's siblings one identical answer."""
+    if req.params.greedy or req.params.seed is None:
+        return req
+    digest = hashlib.sha256(f"{req.params.seed}\x00{req.rollout_id}".encode()).digest()
+    return replace(req, params=replace(req.params, seed=int.from_bytes(digest[:4], "big") >> 1))
+
+
+class Search:
+    def __init__(self, episode: Episode, name: str, scale: Scale):
+        self.episode, self.name, self.scale = episode, name, scale
+        self.actor = episode.actor
+        self.stepper = make_stepper(episode, name)
+        self.nodes: list[SearchNode] = []
+        self.states: list[PathState] = []
+        self.evaluations: dict[int, Evaluation] = {}
+        self.reflections: list[str] = []
+        self.stopped: str | None = None  # the budget that ended the search early
+        cfg = episode.config
+        self.samples = cfg.value_samples
+        self.value_params = value_params(cfg.value_samples, cfg.search_temperature, cfg.seed)
+        self.reflector = getattr(episode, "reflector", None) or Reflector(
+            episode.actor.llm, episode.benchmark.reflection_examples)
+
+    # --- the tree ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        state = await self.stepper.start()
+        self.nodes.append(SearchNode(id=0, observation=self.stepper.first_observation))
+        self.states.append(state)
+
+    def add(self, parent: int, state: PathState, output: str) -> int:
+        step = state.steps[-1]
+        node = SearchNode(
+            id=len(self.nodes), parent=parent, depth=self.nodes[parent].depth + 1, output=output,
+            thought=step.thought, action=step.action, observation=step.observation, terminal=state.terminal,
+            value=state.score if self.stepper.value_from_agent else None,  # free: known from the step
+        )
+        self.nodes.append(node)
+        self.states.append(state)
+        return node.id
+
+    def children(self, i: int) -> list[int]:
+        return [n.id for n in self.nodes if n.parent == i]
+
+    def path(self, i: int) -> list[int]:
+        ids = []
+        while i is not None:
+            ids.append(i)
+            i = self.nodes[i].parent
+        return ids[::-1]
+
+    def note_refusal(self, results) -> None:
+        if any(r is None for r in results):
+            self.stopped = self.actor.budget.exhausted or "call_budget"
+
+    # --- model calls, one batch each -------------------------------------------------------------
+
+    async def expand(self, parents: list[int], n: int, key: Callable[[int, int], str]) -> list[int]:
+        """n sampled children of every parent: one batch of calls, then the steps concurrently,
+        each in its own branch of the env. Returns the new node ids in request order."""
+        requests, asked = [], []
+        for p in parents:
+            messages = self.stepper.messages(self.states[p], self.reflections)
+            for j in range(n):
+                requests.append(seeded(Request(messages, self.stepper.params, key(p, j))))
+                asked.append((p, messages))
+        completions = await self.actor.complete_many(requests)
+        self.note_refusal(completions)
+        made = [(p, m, c.text) for (p, m), c in zip(asked, completions) if c is not None]
+        states = await gather_in_order(self.stepper.advance(self.states[p], m, text) for p, m, text in made)
+        return [self.add(p, s, text) for (p, _m, text), s in zip(made, states)]
+
+    async def value(self, ids: list[int], key: Callable[[int], str]) -> None:
+        """Each node's value: the agent's own score (the coder's internal pass rate) or the mean
+        of `value_samples` LLM judgements, all asked in one batch."""
+        if self.stepper.value_from_agent:
+            for i in ids:
+                self.nodes[i].value = self.states[i].score
+            return
+        requests, owners = [], []
+        for i in ids:
+            for req in value_requests(self.attempt(i), self.reflections, self.scale, self.samples,
+                                      self.value_params, key(i)):
+                requests.append(seeded(req))
+                owners.append(i)
+        completions = await self.actor.complete_many(requests)
+        self.note_refusal(completions)
+        for i in ids:
+            texts = [c.text if c is not None else None for c, o in zip(completions, owners) if o == i]
+            self.nodes[i].value = mean_value(texts)
+
+    def attempt(self, i: int) -> str:
+        """The path to node i as its agent renders an attempt (what value and reflection read)."""
+        state = self.states[i]
+        text = self.episode.agent.render_attempt(self.episode.task, self.stepper.trajectory(state))
+        if not state.terminal:  # an ALFWorld trace ends with a verdict that an open path has not had
+            lines = text.rstrip().splitlines()
+            if lines and lines[-1].startswith("STATUS:"):
+                text = "\n".join(lines[:-1])
+        return text
+
+    async def judge(self, ids: list[int]) -> list[int]:
+        """The benchmark's verdict on terminal nodes; returns the ones it confirms as solved."""
+        evaluations = await gather_in_order(self.episode.evaluate(self.stepper.trajectory(self.states[i])) for i in ids)
+        solved = []
+        for i, ev in zip(ids, evaluations):
+            self.evaluations[i] = ev
+            self.nodes[i].reward, self.nodes[i].success = ev.reward, ev.success
+            if ev.success:
+                solved.append(i)
+        return solved
+
+    async def reflect(self, ids: list[int], prefix: str) -> None:
+        """A self-reflection on each failed terminal node, for later expansions and values."""
+        requests = [Request(self.reflector.prompt(self.attempt(i)), self.reflector.params, f"{prefix}/n{i}/reflect",
+                            llm=self.reflector.llm, role="reflector") for i in ids]
+        completions = await self.actor.complete_many(requests)
+        self.note_refusal(completions)
+        for i, c in zip(ids, completions):
+            if c is not None:
+                self.nodes[i].reflection = clean_reflection(c.text)
+                self.reflections.append(self.nodes[i].reflection)
+
+    # --- the result ------------------------------------------------------------------------------
+
+    def best(self) -> int:
+        """A confirmed success if any; else the best judged terminal; else the best-valued node."""
+        solved = [i for i, n in enumerate(self.nodes) if n.success]
+        if solved:
+            return solved[0]
+        terminal = [i for i, n in enumerate(self.nodes) if n.terminal]
+        pool = terminal or list(range(len(self.nodes)))
+        return max(pool, key=lambda i: (self.nodes[i].reward or 0.0, self.nodes[i].value or 0.0,
+                                        self.nodes[i].depth, -i))
+
+    async def finish(self, best: int | None = None) -> tuple[Trajectory, Evaluation]:
+        """The chosen path in steps/messages, the whole tree in `tree`, all calls in `calls`."""
+        traj = self.actor.trajectory
+        if self.nodes:
+            best = self.best() if best is None else best
+            path = self.stepper.trajectory(self.states[best])
+            traj.messages, traj.steps, traj.answer = path.messages, path.steps, path.answer
+            traj.end_reason, traj.extra = path.end_reason, path.extra
+        if self.stopped and not (self.nodes and self.nodes[best].success):
+            traj.extra["path_end_reason"] = traj.end_reason
+            traj.end_reason = self.stopped
+        traj.rollout, traj.tree = self.name, list(self.nodes)
+        traj.extra["search"] = {"nodes": len(self.nodes), "reflections": len(self.reflections),
+                                "replayed_actions": self.stepper.branching.replays,
+                                "chosen": self.path(best) if self.nodes else []}
+        evaluation = self.evaluations.get(best) if self.nodes else None
+        return traj, evaluation or await self.episode.evaluate(traj)
+
+
+async def run_search(search: Search, body) -> tuple[Trajectory, Evaluation]:
+    """Start, run `body()`, finish; a budget that refuses even the first calls ends it cleanly."""
+    try:
+        await search.start()
+        await body()
+    except BudgetExhausted as stop:
+        search.stopped = stop.reason
+    except BaseException:  # a model or sandbox failure: the trial's error, with the tree so far
+        search.actor.trajectory.rollout, search.actor.trajectory.tree = search.name, list(search.nodes)
+        raise
+    return await search.finish()
