@@ -1,6 +1,22 @@
 """reinagent: verbal reinforcement (Reflexion) of language agents.
 
-Small public API; heavy parts are imported on use.
+Small public API (`run`, `resume`, `make`, `RunConfig`, `ReflexionStrategy`); heavy parts are
+imported on use. docs/architecture.md draws how the parts below meet.
+
+    config.py strategy.py      RunConfig (YAML + flags); ReflexionStrategy: what a trial carries over
+    task.py records.py         Task; the typed records of a run (Trajectory, TrialRecord, RunSpec, ...)
+    env.py                     the Gymnasium-style Env every benchmark's environments implement
+    runner.py schedule.py      the trial loop; when each (task, trial) runs (pipeline or barrier)
+    memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection
+    store.py runlock.py        the run directory (append-only records.jsonl) and its one-writer lock
+    resuming.py repair.py      what a resume changes; `reinagent repair` of a corrupt record file
+    outcome.py preflight.py    a run's exit code; checks before the first episode
+    cli.py errors.py           the console script; errors that become one line, not a traceback
+    paths.py provenance.py redact.py   data and cache folders; run provenance; keys kept out of logs
+    agents/ benchmarks/ rollouts/ executors/ llm/ sandbox/ programming/   the parts of an episode
+    stores/ report/ browse/ viewer/   where runs live and how they are read
+    service/                   environments as HTTP services
+    distil/ rl/                learners: trajectories -> weights (SFT, GRPO)
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ back to where it started, so the file always ends with a whole line.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -91,7 +90,7 @@ def _problem(err: Exception) -> str:
     return str(err).splitlines()[0]
 
 
-def read_log(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[Entry]:
+def read_log(run_dir: Path) -> list[Entry]:
     """Every record and marker, in the order they were appended.
 
     A malformed line in the middle is corruption, reported as file:line; a malformed *last* line
@@ -108,7 +107,7 @@ def read_log(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[Entry
         try:
             entries.append(parse_line(raw))
         except ValueError as err:
-            if number == len(lines) and tolerate_partial_tail:  # no newline after it: cut short
+            if number == len(lines):  # no newline after it: cut short
                 break
             raise RunDirError(
                 f"corrupt record file {path}:{number} (line {number}): {_problem(err)}; "
@@ -132,9 +131,9 @@ def live_records(entries: list[Entry]) -> list[TrialRecord]:
     return list(live.values())
 
 
-def read_records(run_dir: Path, *, tolerate_partial_tail: bool = True) -> list[TrialRecord]:
+def read_records(run_dir: Path) -> list[TrialRecord]:
     """The live records of a run (see `live_records`)."""
-    return live_records(read_log(run_dir, tolerate_partial_tail=tolerate_partial_tail))
+    return live_records(read_log(run_dir))
 
 
 def check_new_run_dir(run_dir: Path) -> None:
@@ -277,6 +276,3 @@ class RunStore:
     def update_spec(self, spec: RunSpec) -> None:
         self.lock.acquire()
         atomic_write(self.run_dir / SPEC, spec.model_dump_json(indent=2))
-
-    def write_json(self, name: str, data: object) -> None:
-        atomic_write(self.run_dir / name, json.dumps(data, indent=2, default=str))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from reinagent.agents.parsing import invalid_action_message, parse_call, parse_output
+from reinagent.agents.parsing import parse_call, parse_output
 
 NAMES = ("search", "lookup", "finish")
 
@@ -42,7 +42,5 @@ def test_thought_is_kept():
     assert str(action) == "Search[Colisee]"
 
 
-def test_invalid_action_message_names_the_actions():
-    msg = invalid_action_message(NAMES, {"search": "<topic>", "lookup": "<keyword>", "finish": "<answer>"})
-    assert msg == "Invalid action. Valid actions are Search[<topic>], Lookup[<keyword>] and Finish[<answer>]."
+def test_an_action_outside_the_valid_names_is_not_parsed():
     assert parse_call("Search[x]", ("finish",)) is None

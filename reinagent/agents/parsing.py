@@ -86,12 +86,6 @@ def parse_output(text: str, names: tuple[str, ...]) -> tuple[str | None, ParsedA
     return thought, parse_call(action, names)
 
 
-def invalid_action_message(names: tuple[str, ...], hints: dict[str, str]) -> str:
-    calls = [f"{n.capitalize()}[{hints.get(n, '<argument>')}]" for n in names]
-    listed = calls[0] if len(calls) == 1 else ", ".join(calls[:-1]) + " and " + calls[-1]
-    return f"Invalid action. Valid actions are {listed}."
-
-
 def clean_step_text(thought: str | None, action: ParsedAction | None, raw: str) -> str:
     """What goes back into the conversation as the assistant's turn: the step without chatter."""
     if action is None:

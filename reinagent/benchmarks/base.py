@@ -5,21 +5,15 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
 from reinagent.env import Env
 from reinagent.records import Evaluation, Trajectory
+from reinagent.task import Task  # re-exported: `reinagent.benchmarks.base.Task` stays a public path
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Agent
     from reinagent.config import RunConfig
 
-
-class Task(BaseModel):
-    """One benchmark item. Benchmarks subclass it with their own typed fields."""
-
-    model_config = ConfigDict(frozen=True)
-    task_id: str
+__all__ = ["Benchmark", "Task"]
 
 
 class Benchmark(abc.ABC):

@@ -6,6 +6,14 @@ strategy what a solved task costs (rollouts.py), search trees (tree.py), RL trai
     frames = load_frames("runs/")           # runs, curve, trials, tasks, calls DataFrames
 
 Names are imported on first use, so `import reinagent.report` stays free of pandas/matplotlib.
+
+    loading.py summary.py   finding and reading runs once; the per-run summary (JSON keys are a contract)
+    labels.py stats.py      run names (the package's bottom floor); confidence intervals
+    tables.py markdown.py html.py   rows of text; the markdown and HTML renderers (templates/)
+    plots.py frames.py      the success-per-trial figure; pandas DataFrames for notebooks
+    trajectory.py tree.py   one task's story; a search tree arranged for drawing
+    rollouts.py training.py cost per rollout strategy; RL training curves
+    cli.py                  `reinagent report`
 """
 
 from __future__ import annotations

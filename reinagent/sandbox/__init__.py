@@ -15,6 +15,10 @@ holding only PATH/HOME/TMPDIR/LANG, CPU-time, address-space, file-size and proce
 limits, and a wall-clock timeout that kills the whole process group (and every process of the
 run's dedicated uid). The strongest available containment is used (see `modes`); choose one
 with `mode=` or the REINAGENT_SANDBOX environment variable (auto, bwrap, uid, rlimits).
+
+    modes.py process.py     containment modes; starting one run and turning what it left into a verdict
+    harness.py harness_serve.py   the program inside the sandbox (sent as one source; serve mode apart)
+    judge.py wire.py        hidden tests on the trusted side; the plain values that cross
 """
 
 from __future__ import annotations
@@ -98,10 +102,6 @@ class Sandbox:
     def run(self, job: ExecJob) -> ExecResult:
         """Run one job and wait (blocking), in a pool slot so that `workers` stays the bound."""
         return self._executor().submit(self._execute, job).result()
-
-    def run_many(self, jobs: Sequence[ExecJob]) -> list[ExecResult]:
-        """Blocking and parallel: for scripts and CLI verbs without an event loop."""
-        return list(self._executor().map(self._execute, jobs))
 
     async def arun(self, job: ExecJob) -> ExecResult:
         loop = asyncio.get_running_loop()

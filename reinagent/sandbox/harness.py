@@ -15,6 +15,9 @@ Two ways of running:
   their assertions run on the trusted side, which trusts nothing it reads here but plain values.
 
 Start-up time is most of a run's cost, so the harness imports only built-in modules.
+
+The serve mode's functions live in harness_serve.py; reinagent/sandbox/process.py sends the two
+files as one source (harness_serve.py first, so that this file's `main()` call comes last).
 """
 
 import marshal
@@ -182,128 +185,6 @@ def _set_limits(limits):
         resource.setrlimit(getattr(resource, name), (soft, hard))
 
 
-_SEQ_TAGS = {list: "l", tuple: "t", set: "S", frozenset: "F"}
-# Standard-library dicts whose == against a dict is dict equality: they cross as their items.
-_DICT_NAMES = ("Counter", "OrderedDict", "defaultdict")
-
-
-def _encode(value, out):
-    """Tagged JSON of a plain value (see wire.py); anything else crosses as its bool() only.
-
-    The trusted side re-checks every node: this side's checks only make honest values arrive
-    intact and dishonest ones arrive as what they are (an opaque object)."""
-    kind = _type(value)
-    if value is None:
-        out.append("null")
-    elif kind is bool:
-        out.append("true" if value else "false")
-    elif kind is int:
-        out.append('["i","%x"]' % value)
-    elif kind is float:
-        out.append('["f","%s"]' % _float_hex(value))
-    elif kind is complex:
-        out.append('["c","%s","%s"]' % (_float_hex(value.real), _float_hex(value.imag)))
-    elif kind is str:
-        out.append('["s","%s"]' % value.encode("utf-8", "surrogatepass").hex())
-    elif kind is bytes:
-        out.append('["b","%s"]' % value.hex())
-    elif kind in _SEQ_TAGS:
-        out.append('["%s",[' % _SEQ_TAGS[kind])
-        for i, item in enumerate(list(value)):
-            if i:
-                out.append(",")
-            _encode(item, out)
-        out.append("]]")
-    elif kind is dict or (kind.__module__ == "collections" and kind.__name__ in _DICT_NAMES):
-        out.append('["d",[')
-        for i, (key, item) in enumerate(list(dict.items(value))):
-            if i:
-                out.append(",")
-            _encode(key, out)
-            out.append(",")
-            _encode(item, out)
-        out.append("]]")
-    else:
-        try:
-            truth = "true" if value else "false"
-        except BaseException:  # noqa: BLE001 - a __bool__ that raises: no truth value crosses
-            truth = "null"
-        name = ("%s" % kind.__name__).encode("utf-8", "replace").hex()
-        out.append('["o","%s",%s]' % (name, truth))
-
-
-_float_hex = float.hex
-
-
-def _reply(fd, text):
-    data = text.encode("ascii")
-    _write_all(fd, len(data).to_bytes(4, "big") + data)
-
-
-def _error_reply(fd, seq, kind, message):
-    if len(message) > 500:
-        message = message[:500] + "..."
-    _reply(fd, '["e",%d,"%s","%s"]' % (seq, kind, message.encode("utf-8", "replace").hex()))
-
-
-def _call(fn, args, kwargs, fd, seq, ballast):
-    """Call fn and send its result (or why there is none). Returns False to stop serving."""
-    try:
-        value = fn(*args, **kwargs)
-        out = ['["r",%d,' % seq]
-        _encode(value, out)
-        out.append("]")
-        _reply(fd, "".join(out))
-        return True
-    except MemoryError:
-        ballast.clear()
-        _error_reply(fd, seq, "memory", "MemoryError: memory limit exceeded")
-    except RecursionError as exc:
-        _error_reply(fd, seq, "raised", _describe(exc))
-        return True
-    except SystemExit as exc:
-        _error_reply(fd, seq, "exit", "called sys.exit(%r)" % (exc.code,))
-    except BlockingIOError as exc:
-        _error_reply(fd, seq, "crash", "process limit reached: %s" % exc)
-    except Exception as exc:  # noqa: BLE001 - the program raised: that call failed
-        _error_reply(fd, seq, "raised", _describe(exc))
-        return True
-    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt and the like
-        _error_reply(fd, seq, "crash", _describe(exc))
-    return False
-
-
-def _serve(spec, request_fd, reply_fd):
-    """Load the program, then answer call requests until stdin closes."""
-    main_pid = _getpid()
-    ballast = [bytearray(8 << 20)]  # freed on MemoryError so that a reply can still be built
-    module = type(sys)("solution")
-    sys.modules["solution"] = module
-    ns = module.__dict__
-    try:
-        code = _compile(spec["code"], "solution.py", "exec")
-    except SyntaxError as exc:
-        _error_reply(reply_fd, 0, "syntax", "SyntaxError: %s (line %s)" % (exc.msg, exc.lineno))
-        return
-    except BaseException as exc:  # noqa: BLE001 - e.g. ValueError for null bytes
-        _error_reply(reply_fd, 0, "syntax", _describe(exc))
-        return
-    if not _call(lambda: _exec(code, ns), (), {}, reply_fd, 0, ballast):
-        return
-    while True:
-        frame = _read_frame(request_fd)
-        if frame is None:
-            return
-        seq, name, args, kwargs = marshal.loads(frame)
-        fn = ns.get(name)
-        if fn is None or not callable(fn):
-            _error_reply(reply_fd, seq, "raised", "NameError: the program defines no function %r" % name)
-        elif not _call(fn, args, kwargs, reply_fd, seq, ballast):
-            return
-        if _getpid() != main_pid:
-            _exit(0)  # a forked child of the program returned into this loop
-
-
 def _read_exact(fd, size):
     chunks = []
     while size > 0:
@@ -372,7 +253,7 @@ def main():
     _die_with_parent(spec, prctl)
     _set_limits(spec["limits"])
     if spec.get("serve"):
-        _serve(spec, request_fd, report_fd)
+        _serve(spec, request_fd, report_fd)  # harness_serve.py's, sent in front of this file
         _flush_streams()
         _exit(0)
     nonce = spec.pop("nonce")

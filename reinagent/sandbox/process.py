@@ -33,7 +33,9 @@ from reinagent.sandbox.modes import (
     warn_weak,
 )
 
-HARNESS = (Path(__file__).with_name("harness.py")).read_text(encoding="utf-8")
+# One program in two files (harness_serve.py defines the serve mode, harness.py ends by calling main).
+HARNESS = "\n".join(Path(__file__).with_name(name).read_text(encoding="utf-8")
+                     for name in ("harness_serve.py", "harness.py"))
 READ_TAIL_BYTES = 256 << 10
 
 

@@ -1,2 +1,9 @@
 """Environments as services: `reinagent serve-env`, the HttpEnv client, the conformance checker
-and Gymnasium registration. The protocol is written down in docs/env-protocol.md."""
+and Gymnasium registration. The protocol is written down in docs/env-protocol.md.
+
+    server.py sessions.py protocol.py   the server (Starlette on uvicorn), its env sessions, the messages
+    client.py                the HttpEnv client (the same Env API as an in-process environment)
+    served.py remote.py      a benchmark's envs on a server (--env-url); any server as `remote`
+    check.py cli.py          `reinagent check-env`; the two verbs
+    gym.py                   every benchmark as Gymnasium ids (reinagent/hotpotqa-v1, ...)
+"""

@@ -2,6 +2,11 @@
 
 See base.py for the interface and the key (run, task, trial, sample, generation, revision), and
 docs/stores.md for the user's view.
+
+    base.py             Store, RunWriter, the key rules
+    file.py             a directory of ordinary run directories (format: reinagent/store.py)
+    sql.py              what sqlite.py and postgres.py share; mongo.py: MongoDB
+    query.py cli.py     records across runs (as rows or a DataFrame); `reinagent store ls|export|import`
 """
 
 from __future__ import annotations
