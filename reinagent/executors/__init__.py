@@ -1,0 +1,37 @@
+"""Where episodes run: `local` (this process, asyncio) or `ray` (Ray tasks on a cluster).
+
+The schedule (reinagent/schedule.py) decides *when* a (task, trial) runs and stays the single
+writer of the run's store; an executor only turns (task, trial, memory, previous record) into a
+TrialRecord. A rollout never knows which executor runs it.
+"""
+
+from __future__ import annotations
+
+from reinagent.errors import ConfigError, choices
+from reinagent.executors.base import Executor
+
+EXECUTORS = ("local", "ray")
+
+
+def check_executor(config) -> None:
+    """A one-line ConfigError for an executor that cannot run this config (before any run dir)."""
+    if getattr(config, "executor", "local") == "ray":
+        from reinagent.executors.ray import check_ray
+
+        check_ray(config)
+
+
+def make_executor(exp) -> Executor:
+    name = getattr(exp.config, "executor", "local") or "local"
+    if name == "local":
+        from reinagent.executors.local import LocalExecutor
+
+        return LocalExecutor(exp)
+    if name == "ray":
+        from reinagent.executors.ray import RayExecutor
+
+        return RayExecutor(exp)
+    raise ConfigError(f"unknown executor {name!r}; valid: {choices(EXECUTORS)}")
+
+
+__all__ = ["EXECUTORS", "Executor", "check_executor", "make_executor"]

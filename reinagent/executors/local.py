@@ -1,0 +1,21 @@
+"""Episodes in this process, on the driver's event loop (the default)."""
+
+from __future__ import annotations
+
+from reinagent.benchmarks.base import Task
+from reinagent.executors.base import Executor
+from reinagent.memory import EpisodicMemory
+from reinagent.records import TrialRecord
+
+
+class LocalExecutor(Executor):
+    async def start(self) -> None:
+        from reinagent.runner import _warm_up_if
+
+        await _warm_up_if(self.exp, [True])  # a local model loads on its own lines, before any bar
+
+    async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
+                      previous: TrialRecord | None) -> TrialRecord:
+        from reinagent.runner import run_episode
+
+        return await run_episode(self.exp, task, trial, memory, previous)

@@ -1,0 +1,205 @@
+"""Episodes as Ray tasks (`--executor ray [--ray-address HOST:PORT]`).
+
+Each (task, trial) is one Ray task. Inside the worker run the environment, the agent, the sandbox
+and the model calls (to the model endpoint, e.g. `--base-url` of a served model): `run_episode`,
+the same code the local executor runs, so the records are the same for the same seed and cache.
+The record comes back to the driver, which alone appends it to the run's store.
+
+A worker process killed mid-episode (kill -9, a node lost) makes Ray run the task again, up to
+MAX_RETRIES times; past that the (task, trial) is recorded with an `infrastructure error` (no
+verdict, no reflection; `resume --retry-errors` redoes it). Either way the driver appends exactly
+one record per (task, trial): a retried attempt never wrote anything.
+
+Each worker process keeps one event loop (in a thread) and one built experiment (benchmark,
+agent, model clients) per run, so connection pools and parsed task files live across episodes.
+API keys are never shipped through Ray: each node reads them from its own environment.
+`--model local` (the embedded model) is not offered on Ray yet: every worker would load its own
+copy; serve it (`--base-url`) instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from reinagent.benchmarks.base import Task
+from reinagent.errors import ConfigError
+from reinagent.executors.base import Executor
+from reinagent.memory import EpisodicMemory
+from reinagent.records import TrialRecord
+
+MAX_RETRIES = 2  # Ray re-runs an episode whose worker died this many times, then records an error
+CONNECT_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """Everything a worker needs for one (task, trial); pickled by Ray."""
+
+    config: str  # RunConfig as JSON (no keys: those are read on the worker)
+    run_key: str | None  # scopes the response cache to the run, as on the driver
+    run_name: str
+    task: Task
+    trial: int
+    reflections: tuple[str, ...]
+    window: int
+    previous: TrialRecord | None
+
+
+def check_ray(config) -> None:
+    """Bad input in seconds, before a run directory exists: the embedded model, no Ray installed,
+    an address nobody answers on."""
+    from reinagent.llm import backend_of
+
+    for model in {config.actor_model, config.reflection_model}:
+        if backend_of(model, config.base_url) == "local":
+            raise ConfigError(
+                f"--executor ray cannot run --model {model} (the embedded model) yet; serve it and pass "
+                "--model openai/NAME --base-url URL, or use --executor local")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ConfigError("--executor ray needs Ray: pip install 'reinagent[ray]'") from None
+    if config.ray_address:
+        _check_reachable(config.ray_address)
+
+
+def _check_reachable(address: str) -> None:
+    """ray.init on a dead address retries for a minute or more; a TCP connect says it in seconds."""
+    if address == "auto":
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray-address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"cannot reach the Ray cluster at {address}: {reason}; start one with "
+                          "`ray start --head` or leave out --ray-address for a local one") from None
+
+
+class RayExecutor(Executor):
+    def __init__(self, exp):
+        super().__init__(exp)
+        self._owns_ray = False
+        self._remote = None
+        self._config = exp.config.model_dump_json()
+        self._run_key = _run_key(exp)
+        run_dir = getattr(exp.store, "run_dir", None)  # a database store may have none
+        self._run_name = Path(run_dir).name if run_dir else "run"
+
+    async def start(self) -> None:
+        import ray
+
+        check_ray(self.exp.config)
+        if not ray.is_initialized():
+            address = self.exp.config.ray_address
+            try:
+                # Workers log to their own files; the driver's stderr keeps the one line per trial.
+                ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
+            except Exception as err:  # noqa: BLE001 - Ray's many start/connect failures: one line
+                where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+                raise ConfigError(f"cannot join {where}: {_first_line(err)} (a cluster with token auth needs "
+                                  "RAY_AUTH_MODE=token and its token here: see docs/multi-machine.md)") from None
+            self._owns_ray = True
+        # An episode mostly waits on the model server: REINAGENT_RAY_EPISODE_CPUS=0.25 runs four per CPU.
+        cpus = float(os.environ.get("REINAGENT_RAY_EPISODE_CPUS", "1") or 1)
+        self._remote = ray.remote(num_cpus=cpus, max_retries=MAX_RETRIES, retry_exceptions=False)(run_job)
+
+    async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
+                      previous: TrialRecord | None) -> TrialRecord:
+        import ray.exceptions
+
+        job = EpisodeJob(self._config, self._run_key, self._run_name, task, trial,
+                         tuple(memory.reflections), memory.window, previous)
+        started = time.time()
+        try:
+            return await self._remote.remote(job)
+        except ray.exceptions.RayError as err:  # the worker died past its retries, a node was lost
+            from reinagent.redact import redact
+
+            return TrialRecord(task_id=task.task_id, trial=trial, started_at=started, finished_at=time.time(),
+                               error=redact(f"infrastructure error: ray: {_first_line(err)}"))
+
+    async def aclose(self) -> None:
+        if self._owns_ray:
+            import ray
+
+            await asyncio.to_thread(ray.shutdown)
+
+
+def _run_key(exp) -> str | None:
+    """The driver's cache scope (cache_scope run), so a worker's cached answers are this run's:
+    read off the driver's cache layer, whatever store holds the run."""
+    llm = exp.actor_llm
+    while llm is not None:
+        identity = getattr(llm, "identity", None)
+        if isinstance(identity, dict) and identity.get("run"):
+            return str(identity["run"])
+        llm = getattr(llm, "inner", None)
+    return None  # no cache, or a shared one: nothing to scope
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__
+
+
+# --- the worker side -------------------------------------------------------------------------
+
+_loop: asyncio.AbstractEventLoop | None = None
+_experiments: dict[tuple[str, str | None], object] = {}
+_guard = threading.Lock()
+
+
+def run_job(job: EpisodeJob) -> TrialRecord:
+    """The Ray task: one episode on this worker's event loop."""
+    future = asyncio.run_coroutine_threadsafe(_episode(job), _worker_loop())
+    return future.result()
+
+
+def _worker_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _guard:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="reinagent-episodes", daemon=True).start()
+        return _loop
+
+
+async def _episode(job: EpisodeJob) -> TrialRecord:
+    from reinagent.runner import run_episode
+
+    exp = _experiment_for(job)
+    memory = EpisodicMemory(window=job.window, reflections=list(job.reflections))
+    return await run_episode(exp, job.task, job.trial, memory, job.previous)
+
+
+@dataclass
+class _WorkerLog:
+    """Stands in for the run's store on a worker: run_episode only writes errors.log there."""
+
+    run_dir: Path
+
+
+def _experiment_for(job: EpisodeJob):
+    key = (job.config, job.run_key)
+    if key not in _experiments:
+        from reinagent.config import RunConfig
+        from reinagent.runner import _experiment, build_models, resolve
+
+        config = RunConfig(**json.loads(job.config))
+        bench, config = resolve(config)
+        log_dir = Path(tempfile.gettempdir()) / "reinagent-ray" / job.run_name
+        log_dir.mkdir(parents=True, exist_ok=True)
+        _experiments[key] = _experiment(config, bench, [], _WorkerLog(log_dir), build_models(config, job.run_key))
+    return _experiments[key]

@@ -1,0 +1,255 @@
+"""When each (task, trial) runs: one chain of trials per task (`pipeline`, the default) or all
+tasks of trial k before any of trial k+1 (`barrier`, the paper's loop; kept for comparison).
+
+Both schedules give the same records for the same seed and cache: a task's trial k+1 sees only its
+own memory (its own earlier reflections and last attempt), and that memory is complete as soon as
+its own trial-k record is durable. The pipeline therefore lets a task start trial k+1 while other
+tasks are still in trial k; a trial's wall time is no longer set by its slowest task.
+
+What stays per trial: the one summary line per trial (printed, in trial order, once the last task
+of that trial is through it) and the rule that a trial whose every episode errored stops the run
+(a dead server would fail every later trial too). In the pipeline a task may start trial k+1 only
+once some episode of trial k ended without an error, or once trial k is over with no episode
+attempted; if trial k ends all errors, nobody starts k+1: exactly the barrier's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+
+from reinagent.benchmarks.base import Task
+from reinagent.memory import EpisodicMemory, rebuild_memory
+from reinagent.records import TrialRecord, Usage
+
+Key = tuple[str, int]
+
+
+async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) -> None:
+    """Run trials 1..num_trials, skipping every (task, trial) the records already hold."""
+    from reinagent.executors import make_executor
+    from reinagent.resuming import missing_reflections, write_missing_reflections
+    from reinagent.runner import _warm_up_if, latest_records
+
+    cfg = exp.config
+    done = latest_records(records)
+    limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
+    # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
+    await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections))
+    await write_missing_reflections(exp, done, limit)
+    # An errored (task, trial) was never judged: nothing of it enters memory.
+    memories = rebuild_memory((r for r in done.values() if r.error is None), cfg.memory_size)
+    executor = make_executor(exp)
+    try:
+        if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
+            await executor.start()  # a local model loads (or a cluster is joined) once work exists
+        if getattr(cfg, "schedule", "pipeline") == "barrier":
+            await _barrier(exp, executor, done, memories, limit, progress)
+        else:
+            await _pipeline(exp, executor, done, memories, limit, progress)
+    finally:
+        await executor.aclose()
+
+
+def _pending(exp, done: dict[Key, TrialRecord], trial: int) -> list[Task]:
+    return [t for t in exp.tasks if (t.task_id, trial) not in done and not _solved_before(done, t.task_id, trial)]
+
+
+def _solved_before(done: dict[Key, TrialRecord], task_id: str, trial: int) -> bool:
+    return any(done.get((task_id, t)) and done[(task_id, t)].success for t in range(1, trial))
+
+
+def _remember(exp, memories, done, rec: TrialRecord) -> None:
+    done[(rec.task_id, rec.trial)] = rec
+    memories.setdefault(rec.task_id, EpisodicMemory(window=exp.config.memory_size)).add(
+        None if rec.error else rec.reflection)
+
+
+async def _episode(exp, executor, task: Task, trial: int, memories, done, limit) -> TrialRecord:
+    async with limit:
+        memory = memories.get(task.task_id) or EpisodicMemory(window=exp.config.memory_size)
+        rec = await executor.episode(task, trial, memory, done.get((task.task_id, trial - 1)))
+    await exp.store.append_async(rec)  # durable before anything counts it done
+    return rec
+
+
+async def _barrier(exp, executor, done, memories, limit, progress: bool) -> None:
+    cfg = exp.config
+    for trial in range(1, cfg.num_trials + 1):
+        pending = _pending(exp, done, trial)
+        started = time.perf_counter()
+        bar = _bar(progress, len(pending), f"trial {trial}")
+
+        async def one(task: Task) -> TrialRecord:
+            rec = await _episode(exp, executor, task, trial, memories, done, limit)
+            if bar is not None:
+                bar.update(1)
+            return rec
+
+        try:
+            results = list(await asyncio.gather(*(one(t) for t in pending)))
+        finally:
+            if bar is not None:
+                bar.close()
+        for rec in results:
+            _remember(exp, memories, done, rec)
+        _print_summary(exp, trial, done, time.perf_counter() - started, results)
+        if _all_errors(results):
+            _say_halted(exp, trial, results)
+            break
+
+
+@dataclass
+class _Trial:
+    """What one trial of the pipeline has seen so far."""
+
+    results: list[TrialRecord] = field(default_factory=list)
+    first_start: float | None = None
+    last_end: float | None = None
+    ok: asyncio.Event = field(default_factory=asyncio.Event)  # a later trial may start
+    halted: bool = False  # ended with every episode in an error: no later trial starts
+
+
+class _Book:
+    """Where each task's chain is (the last trial it is through) and which trials are over."""
+
+    def __init__(self, exp, done, bar):
+        self.exp, self.done, self.bar = exp, done, bar
+        self.n = exp.config.num_trials
+        self.trials = {k: _Trial() for k in range(1, self.n + 1)}
+        self.through = {t.task_id: 0 for t in exp.tasks}
+        self.closed = 0  # trials 1..closed have printed their line
+
+    def started(self, trial: int) -> None:
+        state = self.trials[trial]
+        state.first_start = state.first_start or time.perf_counter()
+
+    def finished(self, rec: TrialRecord) -> None:
+        state = self.trials[rec.trial]
+        state.results.append(rec)
+        state.last_end = time.perf_counter()
+        if rec.error is None:
+            state.ok.set()  # someone got through: this trial cannot end all errors
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def skip(self, count: int) -> None:
+        """A chain stopped early (solved, or the run halted): its later episodes never come."""
+        if self.bar is not None and count:
+            self.bar.total -= count
+            self.bar.refresh()
+
+    def advance(self, task_id: str, through: int) -> None:
+        """The task's chain is done with trials up to `through` (it ran, skipped or stopped)."""
+        self.through[task_id] = max(self.through[task_id], through)
+        low = min(self.through.values(), default=self.n)
+        while self.closed < low:
+            self.closed += 1
+            self._close(self.closed)
+
+    def _close(self, trial: int) -> None:
+        state = self.trials[trial]
+        if trial > 1 and self.trials[trial - 1].halted:
+            state.halted = True  # the run stopped before this trial: no line, as in the barrier loop
+            state.ok.set()
+            return
+        wall = (state.last_end - state.first_start) if state.first_start and state.last_end else 0.0
+        _print_summary(self.exp, trial, self.done, wall, state.results, self.bar)
+        if _all_errors(state.results):
+            state.halted = True
+            if trial < self.n:
+                _say_halted(self.exp, trial, state.results, self.bar)
+        state.ok.set()  # wake every chain waiting on this trial; they read `halted`
+
+
+async def _pipeline(exp, executor, done, memories, limit, progress: bool) -> None:
+    cfg = exp.config
+    total = sum(len(_pending(exp, done, k)) for k in range(1, cfg.num_trials + 1))  # an upper bound
+    bar = _bar(progress, total, "episodes")
+    book = _Book(exp, done, bar)
+
+    async def chain(task: Task) -> None:
+        for trial in range(1, cfg.num_trials + 1):
+            if (task.task_id, trial) in done:
+                book.advance(task.task_id, trial)  # finished before this invocation (a resume)
+                continue
+            if _solved_before(done, task.task_id, trial):
+                break
+            if trial > 1:
+                gate = book.trials[trial - 1]
+                await gate.ok.wait()
+                if gate.halted:
+                    book.skip(sum((task.task_id, k) not in done for k in range(trial, cfg.num_trials + 1)))
+                    break
+            book.started(trial)
+            rec = await _episode(exp, executor, task, trial, memories, done, limit)
+            _remember(exp, memories, done, rec)
+            book.finished(rec)
+            book.advance(task.task_id, trial)
+            if rec.success:
+                book.skip(sum((task.task_id, k) not in done for k in range(trial + 1, cfg.num_trials + 1)))
+        book.advance(task.task_id, cfg.num_trials)  # nothing more from this task
+
+    try:
+        # A failing chain (a store that cannot write) cancels the others: nothing half-counted.
+        async with asyncio.TaskGroup() as group:
+            for task in exp.tasks:
+                group.create_task(chain(task))
+    except BaseExceptionGroup as group_err:
+        raise group_err.exceptions[0] from None
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _all_errors(results: list[TrialRecord]) -> bool:
+    return bool(results) and all(r.error is not None for r in results)
+
+
+def _say_halted(exp, trial: int, results: list[TrialRecord], bar=None) -> None:
+    # Every episode of this trial failed (a dead server, a broken sandbox): later trials would
+    # fail the same way and only bury the cause. Resume once it is fixed.
+    if trial >= exp.config.num_trials:
+        return
+    from reinagent.outcome import Outcome
+
+    kinds = ", ".join(f"{k} x{n}" for k, n in Outcome.of(results).kinds.most_common())
+    _emit(f"trial {trial}: every episode ended in an error ({kinds}); not starting trial {trial + 1}. "
+          f"Fix the cause, then: reinagent resume {exp.store.run_dir} --retry-errors", bar)
+
+
+def _bar(progress: bool, total: int, desc: str):
+    if not progress or not total:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="episode", file=sys.stderr, leave=False)
+
+
+def _emit(line: str, bar=None) -> None:
+    if bar is not None:  # above the live bar, not through it
+        bar.write(line, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _print_summary(exp, trial: int, done, wall_s: float, this: list[TrialRecord], bar=None) -> None:
+    """One line per trial about what this invocation attempted (a resume counts only its own)."""
+    n = len(exp.tasks)
+    solved_now = sum(r.success for r in this)
+    solved_cum = len({tid for (tid, t), r in done.items() if t <= trial and r.success})
+    errors = sum(r.error is not None for r in this)
+    usage = Usage()
+    for r in this:
+        for call in r.calls:
+            usage.add(call)
+    _emit(
+        f"trial {trial}/{exp.config.num_trials}: attempted {len(this)}, solved {solved_now}, "
+        f"cumulative {solved_cum}/{n} ({100 * solved_cum / max(n, 1):.1f}%), errors {errors}, "
+        f"calls {usage.calls} (cache hits {usage.cache_hits}), "
+        f"tokens {usage.prompt_tokens}+{usage.completion_tokens}, {wall_s:.1f}s",
+        bar,
+    )
