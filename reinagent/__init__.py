@@ -6,7 +6,9 @@ imported on use. docs/architecture.md draws how the parts below meet.
     config.py strategy.py      RunConfig (YAML + flags); ReflexionStrategy: what a trial carries over
     task.py records.py         Task; the typed records of a run (Trajectory, TrialRecord, RunSpec, ...)
     env.py                     the Gymnasium-style Env every benchmark's environments implement
-    runner.py schedule.py      the trial loop; when each (task, trial) runs (pipeline or barrier)
+    experiment.py              a run assembled from its config: registry names, tasks, models, spec
+    runner.py schedule.py      start/resume/load a run; its trial loop (pipeline or barrier)
+    episode.py                 one (task, trial): rollout, evaluation, reflection, into a record
     memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection
     store.py runlock.py        the run directory (append-only records.jsonl) and its one-writer lock
     resuming.py repair.py      what a resume changes; `reinagent repair` of a corrupt record file

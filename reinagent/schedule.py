@@ -31,7 +31,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     """Run trials 1..num_trials, skipping every (task, trial) the records already hold."""
     from reinagent.executors import make_executor
     from reinagent.resuming import missing_reflections, write_missing_reflections
-    from reinagent.runner import _warm_up_if, latest_records
+    from reinagent.experiment import latest_records, warm_up_if as _warm_up_if
 
     cfg = exp.config
     done = latest_records(records)

@@ -23,7 +23,6 @@ MAX_LINES = 400
 
 # Files another piece of work is rewriting now; each may pass the limit until that work lands.
 OVER_LIMIT_ALLOWED = {
-    "reinagent/runner.py": "being split by the lead (trial loop / model building / provenance / console)",
     "reinagent/rl/": "the RL work is being written; split once it lands",
     **{f"reinagent/llm/{name}.py": "the batching engine, replaced by the engine rewrite"
        for name in ("batching", "kv", "admission", "prefill", "packed")},
@@ -37,7 +36,6 @@ CIRCLES_ALLOWED = [
 
 # Package docstrings that do not name their files yet, in packages being written now.
 DOCSTRING_EXEMPT = {
-    "reinagent/executors": "being written (schedule/executor rewrite)",
     "reinagent/rl": "being written (RL)",
 }
 

@@ -3,6 +3,10 @@
 The schedule (reinagent/schedule.py) decides *when* a (task, trial) runs and stays the single
 writer of the run's store; an executor only turns (task, trial, memory, previous record) into a
 TrialRecord. A rollout never knows which executor runs it.
+
+    base.py     the Executor interface
+    local.py    episodes in this process (reinagent/episode.py's run_episode under asyncio)
+    ray.py      one Ray task per (task, trial); check_ray's one-line errors before any work
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 
 
 async def _episode(job: EpisodeJob) -> TrialRecord:
-    from reinagent.runner import run_episode
+    from reinagent.episode import run_episode
 
     exp = _experiment_for(job)
     memory = EpisodicMemory(window=job.window, reflections=list(job.reflections))
@@ -195,7 +195,7 @@ def _experiment_for(job: EpisodeJob):
     key = (job.config, job.run_key)
     if key not in _experiments:
         from reinagent.config import RunConfig
-        from reinagent.runner import _experiment, build_models, resolve
+        from reinagent.experiment import build_models, make_experiment as _experiment, resolve
 
         config = RunConfig(**json.loads(job.config))
         bench, config = resolve(config)

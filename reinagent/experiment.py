@@ -1,0 +1,173 @@
+"""Assembling an experiment: names checked against the registries, tasks selected, models built,
+provenance recorded. Everything here can fail on bad input and runs before any run directory or
+model exists; runner.py starts and resumes runs with it, schedule.py runs their trials."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reinagent import benchmarks
+from reinagent.agents.base import Agent
+from reinagent.benchmarks.base import Benchmark, Task
+from reinagent.config import RunConfig
+from reinagent.errors import ConfigError, choices
+from reinagent.llm.base import LLM
+from reinagent.records import RunSpec, TrialRecord
+from reinagent.redact import redact
+from reinagent.reflector import Reflector
+
+if TYPE_CHECKING:
+    from reinagent.store import RunStore
+
+
+@dataclass
+class Experiment:
+    """Everything a running experiment holds."""
+
+    config: RunConfig
+    benchmark: Benchmark
+    agent: Agent
+    tasks: list[Task]
+    actor_llm: LLM
+    reflector: Reflector
+    store: RunStore
+    llms: list[LLM] = field(default_factory=list)
+    warmed: bool = False  # local models loaded (preflight.warm_up)
+
+
+def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
+    """Validate names against the registry and fill the benchmark's defaults into the config."""
+    bench = benchmarks.make(config.benchmark)
+    agent = config.agent or bench.default_agent
+    if agent not in bench.agents:
+        raise ConfigError(f"unknown agent {agent!r} for {bench.name}; valid: {choices(bench.agents)}")
+    split = config.split or bench.default_split
+    if split not in bench.splits:
+        raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
+    config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split})
+    bench.check_config(config)
+    if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
+        from reinagent.rollouts.multi_turn import check_agent
+
+        check_agent(bench.name, agent)
+    if config.rollout in ("tot", "mcts"):  # a search steps the agent: refuse one it cannot, up front
+        from reinagent.rollouts.steps import check_searchable
+
+        check_searchable(bench, agent, config, config.rollout)
+    if config.env_url:  # environments on an env server (`reinagent serve-env`); tasks and scoring stay here
+        from reinagent.service.served import served
+
+        bench = served(bench, config)
+    return bench, config
+
+
+def select_tasks(bench: Benchmark, config: RunConfig) -> list[Task]:
+    tasks = bench.load_tasks(config.split)
+    if config.num_envs is not None:
+        tasks = tasks[: config.num_envs]
+    return tasks
+
+
+def default_run_dir(config: RunConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{config.benchmark}-{config.agent}-{config.strategy.value}-{stamp}"
+
+
+def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None) -> RunSpec:
+    from reinagent import __version__
+    from reinagent.provenance import git_commit, package_versions, python_version
+
+    cfg = config.model_dump(mode="json")
+    if cfg.get("base_url"):
+        cfg["base_url"] = redact(cfg["base_url"])
+    return RunSpec(
+        config=cfg,
+        task_ids=[t.task_id for t in tasks],
+        created_at=time.time(),
+        reinagent_version=__version__,
+        python_version=python_version(),
+        packages=package_versions(),
+        git_commit=git_commit(),
+        hostname=socket.gethostname(),
+        command=[redact(a) for a in sys.argv],
+        settings=settings or {},
+    )
+
+
+def build_models(config: RunConfig, run_key: str | None = None) -> tuple[LLM, LLM, list[LLM]]:
+    """Actor and reflector models; one shared instance when both roles name the same model.
+    `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope run)."""
+    from reinagent.llm.stack import build_llm
+
+    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key)
+    # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
+    # the reflector then gets its own stack (a local engine is still loaded once and shared).
+    if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
+        return actor, actor, [actor]
+    reflector = build_llm(config.reflection_model, config, role="reflector", run_key=run_key)
+    return actor, reflector, [actor, reflector]
+
+
+def _layers(llm: LLM) -> list[str]:
+    names = []
+    while llm is not None and len(names) < 8:
+        names.append(type(llm).__name__)
+        llm = llm.__dict__.get("inner")
+    return names
+
+
+def latest_records(records: list[TrialRecord]) -> dict[tuple[str, int], TrialRecord]:
+    """One record per (task, trial): a later record (a retried error) supersedes an earlier one.
+    (`read_records` already gives one per (task, trial), with supersede markers applied.)"""
+    return {(r.task_id, r.trial): r for r in records}
+
+
+async def warm_up_if(exp: Experiment, work: list) -> None:
+    """Load a local model, on its own lines, before the first progress bar that needs it (never
+    for a resume with nothing left to do)."""
+    if work and not exp.warmed:
+        from reinagent.preflight import warm_up
+
+        await warm_up(exp.llms)
+        exp.warmed = True
+
+
+def make_experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], store: RunStore,
+                models: tuple[LLM, LLM, list[LLM]]) -> Experiment:
+    actor, reflector_llm, llms = models
+    reflector = Reflector(reflector_llm, bench.reflection_examples)
+    agent = bench.make_agent(config.agent, config)
+    return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
+
+
+def cache_key_of(spec: RunSpec) -> str:
+    from reinagent.llm.cache import run_cache_key
+
+    return run_cache_key(spec.created_at, spec.hostname)
+
+
+def preflight(config: RunConfig, *, resuming: bool = False) -> None:
+    from reinagent.preflight import preflight as check
+
+    check(config, resuming=resuming)
+
+
+def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
+    """Everything that can fail on bad input, checked before any directory or model is made."""
+    from reinagent.llm import backend_of, check_credentials
+    from reinagent.preflight import check_extras
+
+    check_extras(config)  # a missing extra (alfworld) is named before the benchmark imports it
+    bench, config = resolve(config)
+    for model in {config.actor_model, config.reflection_model}:
+        backend_of(model, config.base_url)
+        check_credentials(model, config.base_url, config.api_key_env)
+    from reinagent.executors import check_executor
+
+    check_executor(config)  # --executor ray: Ray installed, cluster reachable, no embedded model
+    return config, bench, select_tasks(bench, config)
