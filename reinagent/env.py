@@ -27,6 +27,16 @@ class Env(abc.ABC):
     def close(self) -> None:  # noqa: B027 - most environments hold nothing
         pass
 
+    # Branching (tree-search rollouts): an env that can copy its state returns it from
+    # snapshot() and takes it back in restore(), on a fresh env of the same task; the copy must
+    # share nothing mutable with the env. None means "cannot": the search then replays the
+    # action prefix in a fresh env (reinagent/rollouts/branching.py).
+    def snapshot(self) -> Any:
+        return None
+
+    def restore(self, state: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a snapshot")
+
 
 async def areset(env: Env, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
     # An env may bring its own async path (e.g. waiting for a pooled worker without a thread).

@@ -54,14 +54,6 @@ class Usage(BaseModel):
         self.cost_usd += call.cost_usd or 0.0
         self.latency_s += call.latency_s
 
-    def merge(self, other: "Usage") -> None:
-        self.calls += other.calls
-        self.prompt_tokens += other.prompt_tokens
-        self.completion_tokens += other.completion_tokens
-        self.cost_usd += other.cost_usd
-        self.latency_s += other.latency_s
-        self.cache_hits += other.cache_hits
-
     @classmethod
     def of(cls, calls: list[ModelCall]) -> "Usage":
         usage = cls()

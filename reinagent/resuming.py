@@ -38,7 +38,7 @@ Key = tuple[str, int]
 
 # Settings a resume may change: where the model and environments are and how hard to push them.
 OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_model_concurrency",
-               "api_key_env", "env_url")
+               "api_key_env", "env_url", "schedule", "executor", "ray_address")
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",

@@ -356,3 +356,16 @@ def test_siblings_get_distinct_seeds_that_replay():
     assert first == second
     children = [s for rid, s in first if re.search(r"/c\d+$", rid)]
     assert len(children) == 5 and len(set(children)) == 5
+
+
+def test_a_search_refuses_an_agent_it_cannot_step_before_any_work(tmp_path):
+    # The ALFWorld expert plays a fixed plan: no search can branch it. Said up front, in one line,
+    # naming the agents that can be searched, and no run directory is made.
+    from tests.conftest import one_line_error, run_cli
+
+    run_dir = tmp_path / "run"
+    proc = run_cli("run", "--benchmark", "alfworld", "--agent", "alfworld-expert", "--rollout", "tot",
+                   "--num-envs", "1", "--run-dir", str(run_dir))
+    line = one_line_error(proc)
+    assert "cannot step agent 'alfworld-expert'" in line and "valid agents there: react" in line, line
+    assert not run_dir.exists()

@@ -3,34 +3,152 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from reinagent.llm.base import LLM, Completion, GenerationParams
-from reinagent.records import Message, Trajectory
+from reinagent.records import Message, ModelCall, Role, Trajectory
 
 if TYPE_CHECKING:
-    from reinagent.benchmarks.base import Task
+    from reinagent.task import Task
     from reinagent.env import Env
     from reinagent.memory import MemoryView
 
 
-class Actor:
-    """The actor model as one episode sees it: every call is recorded in the trajectory."""
+class BudgetExhausted(Exception):
+    """A call was refused because it could exceed the episode's budget; `reason` becomes the
+    trajectory's end_reason ("call_budget" or "token_budget")."""
 
-    def __init__(self, llm: LLM, trajectory: Trajectory, rollout_id: str):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
+    """A generous estimate of a prompt's tokens (about 3 characters per token, where English BPE
+    averages 4), so that a call admitted by the token budget does not overrun it."""
+    return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+
+
+@dataclass
+class Budget:
+    """Model calls and tokens one episode may spend, across actor and value calls. A call is
+    admitted (its tokens reserved) before it is made, synchronously, so children requested
+    concurrently cannot overrun it together; its reported usage then replaces the reservation.
+    Cache hits count like fresh calls: a replayed episode must make the same choices."""
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    calls: int = 0
+    tokens: int = 0
+    exhausted: str | None = None  # why a call was last refused
+
+    @classmethod
+    def of(cls, config) -> Budget:
+        return cls(getattr(config, "max_calls_per_episode", None), getattr(config, "max_tokens_per_episode", None))
+
+    def reserve(self, messages: Sequence[Message], params: GenerationParams) -> tuple[GenerationParams, int]:
+        """Admit one call (raises BudgetExhausted); returns its params (max_tokens cut to what is
+        left) and the tokens reserved."""
+        if self.max_calls is not None and self.calls + 1 > self.max_calls:
+            self.exhausted = "call_budget"
+            raise BudgetExhausted("call_budget")
+        reserved = 0
+        if self.max_tokens is not None:
+            left = self.max_tokens - self.tokens - estimate_prompt_tokens(messages)
+            if left < 1:
+                self.exhausted = "token_budget"
+                raise BudgetExhausted("token_budget")
+            params = replace(params, max_tokens=min(params.max_tokens, left))
+            reserved = estimate_prompt_tokens(messages) + params.max_tokens
+        self.calls += 1
+        self.tokens += reserved
+        return params, reserved
+
+    def charge(self, reserved: int, completion: Completion | None) -> None:
+        used = completion.prompt_tokens + completion.completion_tokens if completion else 0
+        self.tokens += used - reserved
+        if completion is None:
+            self.calls -= 1  # the call failed: it spent nothing
+
+
+class Actor:
+    """The actor model as one episode sees it: every call is recorded in the trajectory and
+    admitted by the episode's budget. A call with an explicit `rollout_id` (a search rollout's
+    tree position) is keyed by it, so a replay samples the same answers whatever the order in
+    which concurrent calls were scheduled; otherwise by a per-episode counter (sequential agents)."""
+
+    def __init__(self, llm: LLM, trajectory: Trajectory, rollout_id: str, budget: Budget | None = None):
         self.llm = llm
         self.trajectory = trajectory
         self.rollout_id = rollout_id
+        self.budget = budget or Budget()
         self._n = 0
 
-    async def complete(self, messages: Sequence[Message], params: GenerationParams) -> Completion:
-        self._n += 1
-        completion = await self.llm.generate(
-            messages, params, rollout_id=f"{self.rollout_id}/{self._n}"
-        )
-        self.trajectory.calls.append(completion.to_call("actor"))
+    async def complete(
+        self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None,
+        calls: list[ModelCall] | None = None,
+    ) -> Completion:
+        """`calls`: where the call's usage is recorded (default: this actor's trajectory)."""
+        params, reserved = self.budget.reserve(messages, params)
+        if rollout_id is None:
+            self._n += 1
+            rollout_id = str(self._n)
+        completion = None
+        try:
+            completion = await self.llm.generate(messages, params, rollout_id=f"{self.rollout_id}/{rollout_id}")
+        finally:
+            self.budget.charge(reserved, completion)
+        (self.trajectory.calls if calls is None else calls).append(completion.to_call("actor"))
         return completion
+
+    async def complete_many(self, requests: Sequence[Request]) -> list[Completion | None]:
+        """Several calls at once (a node's children, a level's value samples). Every request is
+        admitted first, in order, before any is made, so the budget decides the same way whatever
+        order the answers come back in; the admitted ones then run concurrently (a local engine
+        batches them). None where the budget refused; `budget.exhausted` says why."""
+        tickets: list[tuple[GenerationParams, int] | None] = []
+        for req in requests:
+            try:
+                tickets.append(self.budget.reserve(req.messages, req.params))
+            except BudgetExhausted:
+                tickets.append(None)
+
+        async def one(req: Request, ticket: tuple[GenerationParams, int] | None) -> Completion | None:
+            if ticket is None:
+                return None
+            params, reserved = ticket
+            completion = None
+            try:
+                completion = await (req.llm or self.llm).generate(
+                    req.messages, params, rollout_id=f"{self.rollout_id}/{req.rollout_id}"
+                )
+            finally:
+                self.budget.charge(reserved, completion)
+            return completion
+
+        results = await asyncio.gather(*(one(r, t) for r, t in zip(requests, tickets)), return_exceptions=True)
+        for res in results:
+            if isinstance(res, BaseException):
+                raise res
+        for req, res in zip(requests, results):  # recorded in request order, not finish order
+            if res is not None:
+                self.trajectory.calls.append(res.to_call(req.role))
+        return list(results)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call of a batch: `rollout_id` is its place in the episode (e.g. "mcts/it3/n7/c2"),
+    `llm` another model than the actor's (the reflector's), `role` how its usage is recorded."""
+
+    messages: Sequence[Message]
+    params: GenerationParams
+    rollout_id: str
+    llm: LLM | None = None
+    role: Role = "actor"
 
 
 class Agent(abc.ABC):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
-from reinagent.agents.loop import STOP, render_steps, step_loop
+from reinagent.agents.loop import STOP, render_steps, step_loop, with_feedback
 from reinagent.benchmarks import hotpotqa_prompts as prompts
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
@@ -38,6 +38,10 @@ class CotAgent(Agent):
 
     async def run(self, task, env, memory: MemoryView, actor: Actor) -> Trajectory:
         return await step_loop(actor, env, self.prompt(task, memory), ("finish",), self.params)
+
+    async def continue_episode(self, task, env, actor: Actor, feedback: str) -> Trajectory:
+        """Another turn after feedback (the multi-turn rollout): the earlier attempt stays in the prompt."""
+        return await step_loop(actor, env, with_feedback(actor.trajectory.messages, feedback), ("finish",), self.params)
 
     def render_attempt(self, task, trajectory: Trajectory) -> str:
         return f"{self.task_text(task)}\n{render_steps(trajectory)}"

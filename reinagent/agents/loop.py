@@ -56,6 +56,16 @@ async def step_loop(
     return traj
 
 
+def with_feedback(messages: list[Message], feedback: str) -> list[Message]:
+    """The conversation plus the environment's feedback as the next observation (the multi-turn
+    rollout's retry). Merged into a trailing user turn (an 'Invalid action' observation) so that
+    roles keep alternating, which some chat templates require."""
+    note = f"Observation: {feedback}"
+    if messages and messages[-1].role == "user":
+        return [*messages[:-1], Message(role="user", content=f"{messages[-1].content}\n{note}")]
+    return [*messages, Message(role="user", content=note)]
+
+
 def render_steps(trajectory: Trajectory) -> str:
     """Thought/Action/Observation lines of an attempt, as the Reflector and LAST_ATTEMPT see it."""
     lines = []

@@ -39,10 +39,6 @@ class HotpotTask(Task):
     paragraphs: tuple[tuple[str, ...], ...] = ()
     supporting_titles: tuple[str, ...] = ()
 
-    @property
-    def has_context(self) -> bool:
-        return bool(self.titles)
-
     def gold_context(self) -> str:
         """The supporting paragraphs, one line each: what cot-context is given."""
         lines = []
@@ -119,6 +115,18 @@ class DocstoreEnv(Env):
         truncated = not terminated and self.steps >= self.max_steps
         return obs, reward, terminated, truncated, {"answer": self.answer}
 
+    def snapshot(self) -> dict[str, Any]:
+        # Copies of the lists: a branch's Lookup cursor must never move its sibling's.
+        return {"steps": self.steps, "page": None if self.page is None else list(self.page),
+                "lookup_keyword": self.lookup_keyword, "lookup_hits": list(self.lookup_hits),
+                "lookup_index": self.lookup_index, "answer": self.answer}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.steps, self.lookup_keyword = state["steps"], state["lookup_keyword"]
+        self.lookup_index, self.answer = state["lookup_index"], state["answer"]
+        self.page = None if state["page"] is None else list(state["page"])
+        self.lookup_hits = list(state["lookup_hits"])
+
     def search(self, entity: str) -> str:
         title = self._find_title(entity)
         if title is None:
@@ -169,6 +177,12 @@ class AnswerEnv(Env):
         self.steps, self.answer = 0, None
         return f"Question: {self.task.question}", {}
 
+    def snapshot(self) -> dict[str, Any]:
+        return {"steps": self.steps, "answer": self.answer}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.steps, self.answer = state["steps"], state["answer"]
+
     def step(self, action: str) -> StepResult:
         from reinagent.agents.parsing import parse_call
 
@@ -211,6 +225,7 @@ class HotpotQA(Benchmark):
     splits: ClassVar[tuple[str, ...]] = tuple(SPLIT_FILES)
     default_split: ClassVar[str] = "hard100"
     reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
+    mcts_iterations: ClassVar[int] = 30  # LATS's setting for HotpotQA
 
     def load_tasks(self, split: str) -> list[HotpotTask]:
         if split not in SPLIT_FILES:

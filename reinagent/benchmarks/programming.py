@@ -103,6 +103,13 @@ class ProgrammingEnv(Env):
     def set_internal_tests(self, tests: list[str]) -> None:
         self.internal_tests = list(tests)
 
+    # The only state is the internal tests: each step runs in a fresh sandboxed process.
+    def snapshot(self) -> dict[str, Any]:
+        return {"internal_tests": list(self.internal_tests)}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.internal_tests = list(state["internal_tests"])
+
     def _job(self, action: str) -> tuple[ExecJob | None, str | None]:
         syntax = syntax_error(action)
         if syntax is not None:
@@ -139,6 +146,7 @@ class ProgrammingBenchmark(Benchmark):
     default_agent: ClassVar[str] = "coder"
     reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
     id_prefix: ClassVar[str]
+    mcts_iterations: ClassVar[int] = 8  # LATS's setting for programming
 
     def __init__(self) -> None:
         self._sandbox: Sandbox | None = None

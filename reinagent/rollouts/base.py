@@ -67,9 +67,20 @@ class Rollout(abc.ABC):
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]: ...
 
 
+def register_rollout(name: str, module: str, cls: str) -> None:
+    """Make a rollout defined outside this package selectable by name (`rollout=` of a run); its
+    module is imported when a run first asks for it. Built-in ones are listed in _REGISTRY above."""
+    _REGISTRY[name] = (module, cls)
+
+
+def rollout_names() -> tuple[str, ...]:
+    """Every selectable rollout: the built-in ROLLOUTS, then any registered at run time."""
+    return tuple(_REGISTRY)
+
+
 def check_rollout(name: str) -> str:
     if name not in _REGISTRY:
-        raise ConfigError(f"unknown rollout {name!r}; valid: {choices(ROLLOUTS)}")
+        raise ConfigError(f"unknown rollout {name!r}; valid: {choices(rollout_names())}")
     return name
 
 

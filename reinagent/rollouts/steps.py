@@ -12,17 +12,22 @@ from __future__ import annotations
 import abc
 import asyncio
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reinagent.agents.base import BudgetExhausted, Request
+from reinagent.agents.base import Agent, BudgetExhausted, Request
 from reinagent.agents.loop import approx_tokens
 from reinagent.env import aclose, astep
+from reinagent.errors import ConfigError, choices
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
 from reinagent.records import Message, Step, Trajectory
 from reinagent.rollouts.base import Episode
 from reinagent.rollouts.branching import Branching, EnvState
 from reinagent.strategy import ReflexionStrategy
+
+if TYPE_CHECKING:
+    from reinagent.benchmarks.base import Benchmark
+    from reinagent.config import RunConfig
 
 
 @dataclass
@@ -278,30 +283,41 @@ def state_end(state: PathState) -> str:
     return "finished" if state.steps and state.steps[-1].valid_action else "syntax_error"
 
 
-def make_stepper(episode: Episode, name: str) -> Stepper:
-    """The stepper for the episode's agent; a TypeError (the episode's recorded error) for an
-    agent no search can step, e.g. the ALFWorld expert, which plays a fixed plan."""
+def _stepper_for(agent: Agent, name: str):
+    """A function episode -> Stepper for the agent's kind, or None for an agent no search can step
+    (e.g. the ALFWorld expert, which plays a fixed plan)."""
     from reinagent.agents.alfworld_react import ALFWorldReactAgent
     from reinagent.agents.coder import CoderAgent
     from reinagent.agents.cot import CotAgent
     from reinagent.agents.react import ACTIONS, ReactAgent
 
-    agent = episode.agent
     if isinstance(agent, ReactAgent):
-        return ThoughtActionStepper(episode, name, ACTIONS)
-    if isinstance(agent, CotAgent):
-        return ThoughtActionStepper(episode, name, ("finish",))
+        return lambda episode: ThoughtActionStepper(episode, name, ACTIONS)
+    if isinstance(agent, CotAgent):  # GSM8K's and arithmetic's CoT agents are CotAgents too
+        return lambda episode: ThoughtActionStepper(episode, name, ("finish",))
     if isinstance(agent, ALFWorldReactAgent):
-        return ALFWorldStepper(episode, name)
+        return lambda episode: ALFWorldStepper(episode, name)
     if isinstance(agent, CoderAgent):
-        return CoderStepper(episode, name)
-    try:
-        from reinagent.agents.math_cot import MathCotAgent
-    except ImportError:  # GSM8K is optional here
-        MathCotAgent = None  # noqa: N806
-    if MathCotAgent is not None and isinstance(agent, MathCotAgent):
-        return ThoughtActionStepper(episode, name, ("finish",))
-    raise TypeError(f"the {name} rollout cannot step agent {agent.name!r}")
+        return lambda episode: CoderStepper(episode, name)
+    return None
+
+
+def make_stepper(episode: Episode, name: str) -> Stepper:
+    """The stepper for the episode's agent; a TypeError (the episode's recorded error) for an
+    agent no search can step. `check_searchable` refuses such runs before any work starts."""
+    factory = _stepper_for(episode.agent, name)
+    if factory is None:
+        raise TypeError(f"the {name} rollout cannot step agent {episode.agent.name!r}")
+    return factory(episode)
+
+
+def check_searchable(bench: Benchmark, agent: str, config: RunConfig, rollout: str) -> None:
+    """A one-line ConfigError, before any work, when the search rollout cannot step `agent`."""
+    if _stepper_for(bench.make_agent(agent, config), rollout) is not None:
+        return
+    valid = [a for a in bench.agents if _stepper_for(bench.make_agent(a, config), rollout) is not None]
+    raise ConfigError(f"rollout {rollout} cannot step agent {agent!r} of {bench.name} (it plays a fixed "
+                      f"plan or has no step format); valid agents there: {choices(valid) if valid else 'none'}")
 
 
 async def gather_in_order(coros) -> list:
