@@ -32,13 +32,23 @@ async def _execute(exp: Experiment, records: list[TrialRecord], progress: bool) 
     finally:
         try:
             for llm in exp.llms:
-                await llm.aclose()
+                await _bounded(llm.aclose())
             if hasattr(exp.benchmark, "aclose"):  # an env server's pooled connections live on this loop
-                await exp.benchmark.aclose()
+                await _bounded(exp.benchmark.aclose())
             exp.benchmark.close()
         finally:
             exp.store.close()  # drops the run lock
     return exp.store.run_dir
+
+
+async def _bounded(closing, timeout_s: float = 30.0) -> None:
+    """Closing a client must never keep an interrupted run from exiting: every record is already
+    durable, and a connection a held request keeps open is dropped with the process anyway."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except asyncio.TimeoutError:
+        print(f"closing a model or environment client took over {timeout_s:.0f} s; exiting without it",
+              file=sys.stderr, flush=True)
 
 
 def _start(config, bench, tasks, store: RunStore, models, records, progress: bool) -> Path:

@@ -13,15 +13,33 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import queue
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from reinagent.errors import ModelError
+from reinagent.llm.base import GenerationParams
+from reinagent.records import Message
 
-if TYPE_CHECKING:
-    from reinagent.llm.batching import _Request
+CLOSE = object()  # put on a queue to wake and stop the thread that reads it
 
-_CLOSE = object()  # put on a queue to wake and stop the thread that reads it
+
+@dataclass(eq=False)
+class EngineRequest:
+    """One generation request as the engine threads see it (shared by admission and decoding)."""
+
+    messages: Sequence[Message]
+    params: GenerationParams
+    rollout_id: str | None
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    start: float
+    cancelled: bool = False
+    prompt: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # generated so far, end-of-turn token excluded
+    generated: int = 0  # tokens the model produced, end-of-turn token included (the usage figure)
+    generator: Any = None
+    holds_row: bool = False
 
 
 class PrefillSide:
@@ -60,9 +78,9 @@ class PrefillSide:
                     self._settle(req, error=ModelError(f"{self.name}: prefill failed: {err}"))
         return len(waiting)
 
-    def _take_queued(self, block: bool = True) -> list[_Request]:
+    def _take_queued(self, block: bool = True) -> list[EngineRequest]:
         """Wait for a free row and a request (unless not `block`); then take more while both last."""
-        waiting: list[_Request] = []
+        waiting: list[EngineRequest] = []
         while not self._stop.is_set():
             first = block and not waiting  # the first waits for a free row and a request
             if not self._rows.acquire(blocking=first):
@@ -72,9 +90,9 @@ class PrefillSide:
             except queue.Empty:
                 self._rows.release()
                 break
-            if item is _CLOSE or self._stop.is_set():
+            if item is CLOSE or self._stop.is_set():
                 self._rows.release()
-                if item is not _CLOSE:
+                if item is not CLOSE:
                     self._queue.put(item)  # answered by _fail_queued
                 break
             item.holds_row = True
@@ -84,14 +102,14 @@ class PrefillSide:
             waiting.append(item)
         return waiting
 
-    def _prefill_all(self, waiting: list[_Request]) -> Iterator[tuple[_Request, Any]]:
+    def _prefill_all(self, waiting: list[EngineRequest]) -> Iterator[tuple[EngineRequest, Any]]:
         """Prefill each request and yield those still generating, with their caches, as soon as
         they are ready. In arrival order, one at a time (the first of several new episodes fills
         the prefix cache for the others), except the short tails behind a shared cached prefix,
         which are prefilled together at the end."""
         from reinagent.llm.prefill import GROUP_TAIL
 
-        groups: dict[int, list[tuple[_Request, int, Any]]] = {}
+        groups: dict[int, list[tuple[EngineRequest, int, Any]]] = {}
         for req in waiting:
             try:
                 if not self._start(req):
@@ -115,10 +133,10 @@ class PrefillSide:
                     except Exception as err:  # noqa: BLE001
                         self._fail(req, err)
 
-    def _fail(self, req: _Request, err: Exception) -> None:
+    def _fail(self, req: EngineRequest, err: Exception) -> None:
         self._settle(req, error=err if isinstance(err, ModelError) else ModelError(f"{self.name}: {err}"))
 
-    def _start(self, req: _Request) -> bool:
+    def _start(self, req: EngineRequest) -> bool:
         """Encode and check a new request; False when it is already answered (no tokens wanted)."""
         import torch
 
@@ -134,7 +152,7 @@ class PrefillSide:
             req.generator = torch.Generator(device=lm.model.device).manual_seed(_seed(req.params.seed, req.rollout_id))
         return True
 
-    def _prefill(self, reqs: list[_Request], n: int, past: Any) -> list[tuple[_Request, Any]]:
+    def _prefill(self, reqs: list[EngineRequest], n: int, past: Any) -> list[tuple[EngineRequest, Any]]:
         from reinagent.llm.prefill import prefill
 
         lm = self.loaded

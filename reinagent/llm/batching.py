@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reinagent.errors import ModelError, ReinagentError
-from reinagent.llm.admission import _CLOSE, PrefillSide
+from reinagent.llm.admission import CLOSE, EngineRequest, PrefillSide
 from reinagent.llm.base import Completion, GenerationParams, strip_stop
 from reinagent.records import Message
 
@@ -47,22 +47,6 @@ class LoadedModel:
     eos_ids: frozenset[int]
     max_context: int
     info: dict[str, Any] = field(default_factory=dict)  # load time and source, for reports
-
-
-@dataclass(eq=False)
-class _Request:
-    messages: Sequence[Message]
-    params: GenerationParams
-    rollout_id: str | None
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future
-    start: float
-    cancelled: bool = False
-    prompt: list[int] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)  # generated so far, end-of-turn token excluded
-    generated: int = 0  # tokens the model produced, end-of-turn token included (the usage figure)
-    generator: Any = None
-    holds_row: bool = False
 
 
 def pad_from(rows: int) -> int:
@@ -95,7 +79,7 @@ class BatchEngine(PrefillSide):
         self._error: BaseException | None = None
         self.loaded: LoadedModel | None = None
         self.prefix: Any = None  # kv.PrefixCache once loaded
-        self._active: list[_Request | None] = []  # one per batch row; None: finished, slot free
+        self._active: list[EngineRequest | None] = []  # one per batch row; None: finished, slot free
         self._batch: Any = None  # kv.BatchKV once loaded
         self.stats = {"steps": 0, "max_rows": 0, "prefill_tokens": 0, "prefill_calls": 0, "slot_reuses": 0}
 
@@ -103,7 +87,7 @@ class BatchEngine(PrefillSide):
 
     def submit(self, messages: Sequence[Message], params: GenerationParams, rollout_id: str | None) -> asyncio.Future:
         loop = asyncio.get_running_loop()
-        req = _Request(messages, params, rollout_id, loop, loop.create_future(), time.perf_counter())
+        req = EngineRequest(messages, params, rollout_id, loop, loop.create_future(), time.perf_counter())
         # A cancelled episode (timeout, Ctrl-C) frees its batch row at the next step.
         req.future.add_done_callback(lambda f: setattr(req, "cancelled", f.cancelled()))
         with self._lock:
@@ -132,8 +116,8 @@ class BatchEngine(PrefillSide):
             self._stop.set()
             # Wake whichever waits: the prefiller for a row or for work, the decoder for work.
             self._rows.release(self.max_batch)
-            self._queue.put(_CLOSE)
-            self._ready.put(_CLOSE)
+            self._queue.put(CLOSE)
+            self._ready.put(CLOSE)
         thread.join(timeout)
 
     # ----- driven by the caller (threads=False) ------------------------------------------------
@@ -226,7 +210,7 @@ class BatchEngine(PrefillSide):
         for waiting in (self._queue, self._ready):
             while not waiting.empty():
                 item = waiting.get_nowait()
-                if item is not _CLOSE:
+                if item is not CLOSE:
                     self._settle(item[0] if isinstance(item, tuple) else item, error=error)
 
     def _take_ready(self, block: bool) -> None:
@@ -237,13 +221,13 @@ class BatchEngine(PrefillSide):
                 item = self._ready.get(block=block and not ready)
             except queue.Empty:
                 break
-            if item is _CLOSE:
+            if item is CLOSE:
                 break
             ready.append(item)
         if ready:
             self._place(ready)
 
-    def _place(self, ready: list[tuple[_Request, Any]]) -> None:
+    def _place(self, ready: list[tuple[EngineRequest, Any]]) -> None:
         """Give each prefilled request a row: a finished row's slot when it fits, else a new row."""
         fresh = []
         for req, kv in ready:
@@ -282,7 +266,7 @@ class BatchEngine(PrefillSide):
             self._active = [rows[i] for i in live]
             self._batch.rebuild(live)
 
-    def _accept(self, req: _Request, logits: Any) -> bool:
+    def _accept(self, req: EngineRequest, logits: Any) -> bool:
         """Take the next token of `req` from its logits; True when the request is done."""
         if req.cancelled:  # its episode timed out or was interrupted: free the row
             self._settle(req, error=asyncio.CancelledError())
@@ -302,7 +286,7 @@ class BatchEngine(PrefillSide):
             return self._finish(req, "length")
         return False
 
-    def _finish(self, req: _Request, reason: str) -> bool:
+    def _finish(self, req: EngineRequest, reason: str) -> bool:
         lm = self.loaded
         assert lm is not None
         text = strip_stop(lm.decode(req.tokens), req.params.stop)
@@ -318,7 +302,7 @@ class BatchEngine(PrefillSide):
         self._settle(req, result=completion)
         return True
 
-    def _settle(self, req: _Request, *, result: Completion | None = None, error: BaseException | None = None) -> None:
+    def _settle(self, req: EngineRequest, *, result: Completion | None = None, error: BaseException | None = None) -> None:
         if req.holds_row:  # whichever thread answers a request owns it: no race on the flag
             req.holds_row = False
             self._rows.release()
