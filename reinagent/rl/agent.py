@@ -1,0 +1,214 @@
+"""RLAgent: the seed's API (run one episode, collect many, train) over reinagent's parts.
+
+    config = RLAgentConfig(max_turns=5, env_name="arithmetic", rollout_strategy="StandardReAct")
+    agent = RLAgent(model=model, tokenizer=tokenizer, config=config)   # or model="local"
+    result = agent.run(task_description="What is 3 + 4?")
+    agent.train(learning_rate=1e-5, num_epochs=3, batch_size=8)
+
+The policy is a transformers model (given, or loaded from `local` / `local:PATH` / a HF
+directory when training needs one): its episodes are token rollouts (rollout.py), whatever the
+rollout strategy. Any other model string (scripted:FILE, provider/name, a server at base_url) runs
+through reinagent's own agents and rollout strategies (`StandardReAct`, `ToT`, `MCTS`, and our
+`MultiTurn`), exactly as `reinagent run` does; such a model can be evaluated but not trained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reinagent.errors import ConfigError
+from reinagent.records import Evaluation, TrialRecord, Trajectory
+from reinagent.rl.config import RLAgentConfig, build_rl_config
+from reinagent.rl.envs import check_trainable, find_task, resolve_env
+from reinagent.rl.loop import TrainSummary
+from reinagent.rl.policy import is_local_model, load_policy
+
+
+@dataclass
+class EpisodeResult:
+    task_id: str
+    trajectory: Trajectory
+    reward: float
+    success: bool
+
+
+@dataclass
+class EvalResult:
+    """Mean reward over held-out tasks, with a 95% interval (Wilson's, on the success rate)."""
+
+    split: str
+    n: int
+    reward_mean: float
+    success_rate: float
+    ci_low: float
+    ci_high: float
+
+    def line(self) -> str:
+        return (f"{self.split}: success {self.success_rate:.1%} [95% CI {self.ci_low:.1%}, {self.ci_high:.1%}] "
+                f"over {self.n} tasks; mean reward {self.reward_mean:.3f}")
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """Run a coroutine to its end from sync code, also where an event loop is already running (a
+    notebook): then on a thread with a loop of its own, since asyncio.run refuses a nested loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+class RLAgent:
+    def __init__(self, model: Any = None, tokenizer: Any = None, config: RLAgentConfig | None = None, **settings: Any):
+        base = config.model_dump(exclude_unset=True) if config is not None else {}
+        self.config = build_rl_config({**base, **settings}, where="RLAgentConfig") if settings or config is None else config
+        if model is None or isinstance(model, str):
+            if model is not None:
+                self.config = self.config.model_copy(update={"model": model})
+            self.policy, self.tokenizer = None, tokenizer
+        else:
+            if tokenizer is None:
+                raise ConfigError("RLAgent(model=<transformers model>) needs its tokenizer: RLAgent(model=m, tokenizer=t, ...)")
+            self.policy, self.tokenizer = model, tokenizer
+        self.bench, self.run_config = resolve_env(self.config)
+        self.agent = self.bench.make_agent(self.run_config.agent, self.run_config)
+
+    # --- the policy ------------------------------------------------------------------------------
+
+    @property
+    def trainable(self) -> bool:
+        return self.policy is not None or is_local_model(self.config.model)
+
+    def ensure_policy(self) -> tuple[Any, Any]:
+        """The transformers policy, loaded on first need from the model string."""
+        if self.policy is None:
+            self.policy, self.tokenizer = load_policy(self.config.model)
+        if self.config.threads:
+            import torch
+
+            torch.set_num_threads(self.config.threads)
+        return self.policy, self.tokenizer
+
+    def token_rollout(self, split: str | None = None):
+        from reinagent.rl.rollout import TokenRollout
+
+        check_trainable(self.bench)
+        _, tokenizer = self.ensure_policy()
+        return TokenRollout(self.bench, self.agent, tokenizer, self.config, self.run_config)
+
+    # --- episodes --------------------------------------------------------------------------------
+
+    def run(self, task_description: str) -> EpisodeResult:
+        """One episode of the task the description names (a task id, its question, or for
+        arithmetic any 'a + b'); greedy unless eval_temperature > 0."""
+        task = find_task(self.bench, self.run_config, task_description)
+        if self.policy is not None:
+            episode = self.token_rollout().run(self.policy, [task], temperature=self.config.eval_temperature)[0]
+            return EpisodeResult(task.task_id, episode.trajectory(), episode.reward, episode.success)
+        trajectory, evaluation = _run_coroutine(self._episode(task))
+        return EpisodeResult(task.task_id, trajectory, evaluation.reward, evaluation.success)
+
+    async def _episode(self, task: Any) -> tuple[Trajectory, Evaluation]:
+        from reinagent.agents.base import Actor, Budget
+        from reinagent.memory import MemoryView
+        from reinagent.rollouts import Episode, make_rollout
+        from reinagent.runner import build_models
+        from reinagent.strategy import ReflexionStrategy
+
+        cfg = self.run_config
+        actor_llm, _, llms = build_models(cfg)
+        try:
+            actor = Actor(actor_llm, Trajectory(), f"{task.task_id}/rl", budget=Budget.of(cfg))
+            episode = Episode(self.bench, self.agent, task, MemoryView(1, ReflexionStrategy.NONE), actor, cfg)
+            return await make_rollout(cfg.rollout, cfg).run(episode)
+        finally:
+            for llm in llms:
+                await llm.aclose()
+
+    def collect(self, num_tasks: int | None = None, split: str | None = None, run_dir: str | Path | None = None,
+                progress: bool = False) -> Path:
+        """Episodes of the split's first `num_tasks` tasks into a new run directory (`reinagent
+        report` reads it), `max_workers` at a time; returns the directory."""
+        run_dir = Path(run_dir) if run_dir else Path(self.config.output_dir) / f"collect-{time.strftime('%Y%m%d-%H%M%S')}"
+        split = split or self.run_config.split
+        num = num_tasks or self.config.num_tasks
+        if self.policy is None:
+            from reinagent.runner import run_experiment
+
+            config = self.run_config.model_copy(update={"split": split, "num_envs": num, "run_dir": str(run_dir)})
+            return Path(run_experiment(config, progress=progress))
+        return self._collect_tokens(split, num, run_dir)
+
+    def _collect_tokens(self, split: str, num: int | None, run_dir: Path) -> Path:
+        from reinagent.runner import make_spec
+        from reinagent.store import RunStore
+
+        tasks = self.bench.load_tasks(split)[:num]
+        config = self.run_config.model_copy(update={"split": split, "num_envs": num, "run_dir": str(run_dir),
+                                                    "model": f"policy:{self.config.model}"})
+        store = RunStore.create(run_dir, make_spec(config, tasks, {"rl": self.config.model_dump(mode="json")}))
+        try:
+            episodes = self.token_rollout().run(self.policy, tasks, temperature=self.config.eval_temperature,
+                                                seed=self.config.seed)
+            for ep in episodes:
+                now = time.time()
+                store.append(TrialRecord(task_id=ep.task_id, trial=1, success=ep.success, reward=ep.reward,
+                                         answer=ep.answer, trajectory=ep.trajectory(),
+                                         evaluation={"turns": ep.turns}, started_at=now, finished_at=now))
+        finally:
+            store.close()
+        return run_dir
+
+    def evaluate(self, split: str = "test", num_tasks: int | None = None) -> EvalResult:
+        """The policy on a held-out split (greedy unless eval_temperature > 0)."""
+        tasks = self.bench.load_tasks(split)[:num_tasks]
+        episodes = self.token_rollout().run(self.ensure_policy()[0], tasks, temperature=self.config.eval_temperature,
+                                            seed=self.config.seed)
+        wins = sum(e.success for e in episodes)
+        low, high = wilson(wins, len(episodes))
+        return EvalResult(split, len(episodes), sum(e.reward for e in episodes) / max(1, len(episodes)),
+                          wins / max(1, len(episodes)), low, high)
+
+    # --- training --------------------------------------------------------------------------------
+
+    def train(self, learning_rate: float | None = None, num_epochs: float | None = None, batch_size: int | None = None,
+              method: str | None = None, max_steps: int | None = None, output_dir: str | Path | None = None,
+              on_step: Any = None) -> TrainSummary:
+        """GRPO (or rejection-sampled SFT) on the training split; writes output_dir (see loop.py)
+        and leaves the trained weights in this agent's policy."""
+        from reinagent.rl.loop import train_policy
+
+        cfg = self.config
+        method = method or cfg.method
+        if method not in ("grpo", "sft"):
+            raise ConfigError(f"unknown method {method!r}; valid: grpo or sft")
+        if not self.trainable:
+            raise ConfigError(f"model {cfg.model!r} cannot be trained here; valid: local, local:PATH, a HF model "
+                              "directory, or RLAgent(model=<transformers model>, tokenizer=...)")
+        rollout = self.token_rollout()
+        split = cfg.split or ("train" if "train" in self.bench.splits else self.bench.default_split)
+        tasks = self.bench.load_tasks(split)[: cfg.num_tasks]
+        model, tokenizer = self.ensure_policy()
+        run_config = self.run_config.model_copy(update={"split": split, "num_envs": cfg.num_tasks,
+                                                        "temperature": cfg.temperature})
+        return train_policy(model, tokenizer, rollout, tasks, cfg, run_config, Path(output_dir or cfg.output_dir),
+                            learning_rate=learning_rate or cfg.learning_rate, num_epochs=num_epochs or cfg.num_epochs,
+                            batch_size=batch_size or cfg.batch_size, method=method,
+                            max_steps=max_steps if max_steps is not None else cfg.max_steps, on_step=on_step)

@@ -1,0 +1,79 @@
+"""`reinagent rl run | train | eval --config rl.toml`: the seed's [rl] TOML, from the shell.
+
+Heavy imports (torch, transformers) happen inside the commands; `reinagent rl --help` is instant.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+
+def config_options(fn):
+    options = [
+        click.option("--config", "config_file", required=True, type=click.Path(dir_okay=False),
+                     help="TOML file with an [rl] table (the seed's keys and ours; docs/rl.md)."),
+        click.option("--output-dir", help="Overrides [rl] output_dir."),
+        click.option("--num-tasks", type=click.IntRange(min=1), help="Overrides [rl] num_tasks."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _agent(config_file, **overrides):
+    from reinagent.rl import RLAgent
+    from reinagent.rl.toml import load_rl_config
+
+    return RLAgent(config=load_rl_config(config_file, **overrides))
+
+
+@click.group()
+def rl() -> None:
+    """Learn from rewards: run episodes, train with GRPO (or SFT), evaluate ([rl] TOML)."""
+
+
+@rl.command()
+@config_options
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def run(config_file, output_dir, num_tasks, quiet) -> None:
+    """Run episodes of env_name into a new run directory (`reinagent report` reads it)."""
+    from reinagent.cli import _finish
+
+    agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks)
+    cfg = agent.config
+    run_dir = Path(cfg.output_dir) / f"{agent.bench.name}-{cfg.rollout}-{time.strftime('%Y%m%d-%H%M%S')}"
+    _finish(agent.collect(run_dir=run_dir, progress=not quiet))
+
+
+@rl.command()
+@config_options
+@click.option("--max-steps", type=click.IntRange(min=1), help="Overrides [rl] max_steps.")
+@click.option("--overwrite", is_flag=True, default=None, help="Replace a non-empty output_dir.")
+def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
+    """Train the policy on env_name's training split; prints `checkpoint: PATH` (--model local:PATH)."""
+    agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks, max_steps=max_steps, overwrite=overwrite)
+    def progress(row, steps):
+        click.echo(f"step {row['step']}/{steps}: reward {row['reward_mean']:.3f} (std {row['reward_std']:.3f}), "
+                   f"loss {row['loss']:.4f}, kl {row['kl']:.4f}, rollout {row['rollout_s']:.1f}s, "
+                   f"train {row['train_s']:.1f}s ({row['tokens_per_s']:.0f} tokens/s), staleness {row['staleness']}")
+
+    summary = agent.train(on_step=progress)
+    mode = "async" if summary.async_mode else "sync"
+    click.echo(f"trained {summary.steps} {summary.method} steps ({mode}) on {summary.episodes} episodes; "
+               f"reward {summary.reward_first:.3f} (step 1) -> {summary.reward_last:.3f} (step {summary.steps}); "
+               f"loss {summary.losses[0]:.4f} -> {summary.losses[-1]:.4f}")
+    click.echo(f"metrics:    {summary.metrics}")
+    click.echo(f"rollouts:   {summary.rollouts}  (reinagent report {summary.rollouts})")
+    click.echo(f"checkpoint: {summary.checkpoint}")
+
+
+@rl.command(name="eval")
+@config_options
+@click.option("--split", default="test", show_default=True, help="Held-out split.")
+def eval_(config_file, output_dir, num_tasks, split) -> None:
+    """The policy's held-out success rate with its 95% interval (token rollouts, greedy)."""
+    agent = _agent(config_file, output_dir=output_dir)
+    click.echo(agent.evaluate(split=split, num_tasks=num_tasks).line())

@@ -1,0 +1,105 @@
+"""RLAgentConfig: the seed's RL settings (same names and defaults) plus reinagent's own.
+
+The seed's keys: max_turns, max_prompt_length, max_response_length, max_obs_length, react_format,
+env_name, env_port, env_server_base, rollout_strategy, storage_backend, max_workers. Ours follow
+them. The token limits mean, in tokens of the policy's tokenizer: the first prompt is cut to
+`max_prompt_length` (its beginning is dropped, the question at its end stays), each turn's reply
+to `max_response_length`, each observation/feedback to `max_obs_length`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from reinagent.errors import ConfigError, choices
+
+# The seed's rollout names -> reinagent/rollouts' registry names (our own names are accepted too).
+ROLLOUT_NAMES = {"StandardReAct": "react", "ToT": "tot", "MCTS": "mcts", "MultiTurn": "multi-turn"}
+STORAGE_BACKENDS = ("file",)  # the run directory (reinagent/store.py); other stores via `reinagent store`
+SEED_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "react_format",
+             "env_name", "env_port", "env_server_base", "rollout_strategy", "storage_backend", "max_workers")
+
+
+class RLAgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # --- the seed's fields, with its defaults ---
+    max_turns: int = Field(default=10, gt=0)
+    max_prompt_length: int = Field(default=2048, gt=0)
+    max_response_length: int = Field(default=512, gt=0)
+    max_obs_length: int = Field(default=1024, gt=0)
+    react_format: bool = True  # Thought/Action replies with the agent's few-shot prompt; False: bare question
+    env_name: str | None = None  # a registered benchmark, or the benchmark of the env server below
+    env_port: int = Field(default=8000, gt=0, lt=65536)
+    env_server_base: str = "http://127.0.0.1"
+    rollout_strategy: str = "StandardReAct"
+    storage_backend: str = "file"
+    max_workers: int = Field(default=10, gt=0)  # episodes in flight at once (a generation batch for a local policy)
+
+    # --- ours ---
+    model: str = "local"  # local, local:PATH, a HF model dir, or any reinagent model string (run/collect)
+    base_url: str | None = None
+    output_dir: str = "rl_runs"
+    split: str | None = None  # run/collect: the benchmark's default split; train: "train" when it has one
+    num_tasks: int | None = Field(default=None, gt=0)  # from the start of the split; None: all
+    method: Literal["grpo", "sft"] = "grpo"
+    group_size: int = Field(default=4, gt=1)  # G episodes per task and step; GRPO's advantages compare them
+    batch_size: int = Field(default=4, gt=0)  # tasks per training step (so batch_size * G episodes)
+    num_epochs: float = Field(default=1.0, gt=0)  # passes over the training tasks (unless max_steps)
+    max_steps: int | None = Field(default=None, gt=0)
+    learning_rate: float = Field(default=1e-5, gt=0)
+    kl_coef: float = Field(default=0.02, ge=0)  # beta; 0 skips the reference model
+    clip_eps: float = Field(default=0.2, gt=0)  # PPO/GRPO ratio clip (TRL's epsilon)
+    temperature: float = Field(default=1.0, ge=0)  # sampling while training; run/evaluate use eval_temperature
+    eval_temperature: float = Field(default=0.0, ge=0)
+    turn_discount: float = Field(default=0.9, gt=0, le=1)  # a right answer on turn t earns d**(t-1)
+    micro_batch: int = Field(default=8, gt=0)  # sequences per forward/backward (gradient accumulation)
+    async_mode: bool = False  # AReaL-style: rollouts of step k+1 overlap training step k (staleness <= 1)
+    seed: int = 0
+    threads: int | None = Field(default=None, gt=0)  # torch CPU threads (None: torch's default)
+    overwrite: bool = False  # replace a non-empty output_dir
+
+    @field_validator("rollout_strategy")
+    @classmethod
+    def _rollout(cls, value: str) -> str:
+        from reinagent.rollouts.base import ROLLOUTS
+
+        if value not in ROLLOUT_NAMES and value not in ROLLOUTS:
+            raise ValueError(f"unknown rollout_strategy {value!r}; valid: {choices([*ROLLOUT_NAMES, *ROLLOUTS])}")
+        return value
+
+    @field_validator("storage_backend")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        if value not in STORAGE_BACKENDS:
+            raise ValueError(f"unknown storage_backend {value!r}; valid: {choices(STORAGE_BACKENDS)}")
+        return value
+
+    @property
+    def rollout(self) -> str:
+        """reinagent's name of the rollout strategy (make_rollout's)."""
+        return ROLLOUT_NAMES.get(self.rollout_strategy, self.rollout_strategy)
+
+    @property
+    def env_server_url(self) -> str:
+        return f"{self.env_server_base.rstrip('/')}:{self.env_port}"
+
+
+def valid_keys() -> list[str]:
+    return list(RLAgentConfig.model_fields)
+
+
+def build_rl_config(values: dict[str, Any], where: str = "[rl]") -> RLAgentConfig:
+    """Validated config, or a one-line ConfigError naming the bad key and the valid ones."""
+    unknown = [k for k in values if k not in RLAgentConfig.model_fields]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} in {where}; valid: {', '.join(valid_keys())}")
+    try:
+        return RLAgentConfig(**values)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "?"
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where} {key}: {message}") from None

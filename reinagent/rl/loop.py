@@ -1,0 +1,171 @@
+"""The training loop: rollouts -> GRPO (or SFT) updates, every rollout kept, metrics logged.
+
+Output directory (`output_dir`):
+
+    train_metrics.jsonl   one line per step: loss, reward_mean/std, kl, tokens_per_s, ... (report/training.py)
+    rollouts/             a run directory: every training episode as a TrialRecord (trial = step,
+                          task id `<task>@<sample>`), so `reinagent report OUTPUT_DIR/rollouts` draws
+                          success per step
+    checkpoint/           the trained model + tokenizer + rl.json (`--model local:OUTPUT_DIR/checkpoint`)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reinagent.errors import ConfigError
+from reinagent.records import TrialRecord
+from reinagent.rl.config import RLAgentConfig
+from reinagent.rl.grpo import Learner, StepStats
+from reinagent.rl.rollout import TokenEpisode, TokenRollout
+
+METRICS = "train_metrics.jsonl"
+
+
+@dataclass
+class TrainSummary:
+    checkpoint: str
+    metrics: str
+    rollouts: str
+    method: str
+    steps: int
+    episodes: int
+    reward_first: float  # mean reward of the first step's rollouts
+    reward_last: float
+    losses: list[float] = field(default_factory=list)
+    async_mode: bool = False
+    max_staleness: int = 0
+
+
+def task_batches(tasks: list[Any], batch_size: int, steps: int, seed: int) -> list[list[Any]]:
+    """`steps` batches, passing over the tasks in a fresh seeded order each epoch."""
+    batches, order, rng = [], [], random.Random(seed)
+    for _ in range(steps):
+        batch = []
+        while len(batch) < batch_size:
+            if not order:
+                order = list(tasks)
+                rng.shuffle(order)
+            batch.append(order.pop())
+        batches.append(batch)
+    return batches
+
+
+def plan_steps(cfg: RLAgentConfig, num_tasks: int, num_epochs: float, batch_size: int, max_steps: int | None) -> int:
+    return max_steps or max(1, math.ceil(num_epochs * num_tasks / batch_size))
+
+
+class RolloutLog:
+    """Training episodes into a run directory (the same format as `reinagent run`)."""
+
+    def __init__(self, run_dir: Path, run_config: Any, tasks: list[Any], settings: dict[str, Any]):
+        from reinagent.runner import make_spec
+        from reinagent.store import RunStore
+
+        self.store = RunStore.create(run_dir, make_spec(run_config, tasks, settings))
+        self.run_dir = run_dir
+
+    def add(self, step: int, episodes: list[TokenEpisode], advantages: list[float] | None = None) -> None:
+        now = time.time()
+        for i, ep in enumerate(episodes):
+            trajectory = ep.trajectory()
+            if advantages is not None:
+                trajectory.extra["advantage"] = advantages[i]
+            self.store.append(TrialRecord(
+                task_id=f"{ep.task_id}@{ep.sample}", trial=step, success=ep.success, reward=ep.reward,
+                answer=ep.answer, trajectory=trajectory, evaluation={"turns": ep.turns, "end_reason": ep.end_reason},
+                started_at=now, finished_at=now))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def metrics_row(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int) -> dict[str, Any]:
+    rewards = [e.reward for e in episodes]
+    mean = sum(rewards) / len(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    generated = sum(e.generated_tokens for e in episodes)
+    return {
+        "step": step, "loss": stats.loss, "reward_mean": mean, "reward_std": std,
+        "success_rate": sum(e.success for e in episodes) / len(episodes), "kl": stats.kl,
+        "clip_frac": stats.clip_frac, "tokens_per_s": stats.tokens / stats.train_s if stats.train_s else 0.0,
+        "rollout_tokens_per_s": generated / rollout_s if rollout_s else 0.0, "episodes": len(episodes),
+        "generated_tokens": generated, "trained_tokens": stats.trained_tokens,
+        "turns_mean": sum(e.turns for e in episodes) / len(episodes),
+        "policy_version": version, "staleness": version - min(e.version for e in episodes),
+        "rollout_s": rollout_s, "train_s": stats.train_s, "time": time.time(),
+    }
+
+
+def prepare_output(out: Path, overwrite: bool) -> None:
+    import shutil
+
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"output_dir {out} exists and is not empty; choose another or set overwrite = true")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig,
+                 run_config: Any, out: Path, *, learning_rate: float, num_epochs: float, batch_size: int,
+                 method: str, max_steps: int | None, on_step: Any = None) -> TrainSummary:
+    """Train `model` in place on `tasks`; write the output directory; return what happened."""
+    from reinagent.rl.policy import save_checkpoint
+
+    if method == "grpo" and cfg.temperature <= 0:
+        raise ConfigError("temperature must be > 0 for GRPO: a group of greedy episodes is one episode G times")
+    prepare_output(out, cfg.overwrite)
+    steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
+    batches = task_batches(tasks, batch_size, steps, cfg.seed)
+    ref = None
+    if method == "grpo" and cfg.kl_coef > 0:
+        ref = copy.deepcopy(model).eval()
+        ref.requires_grad_(False)
+    learner = Learner(model, ref, tokenizer, learning_rate=learning_rate, clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef,
+                      temperature=cfg.temperature, micro_batch=cfg.micro_batch, method=method)
+    settings = {"rl": cfg.model_dump(mode="json"), "method": method, "steps": steps}
+    log = RolloutLog(out / "rollouts", run_config, tasks, settings)
+    samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
+    summary = TrainSummary(checkpoint="", metrics=str(out / METRICS), rollouts=str(out / "rollouts"), method=method,
+                           steps=steps, episodes=0, reward_first=0.0, reward_last=0.0, async_mode=cfg.async_mode)
+    try:
+        with open(out / METRICS, "a", encoding="utf-8") as metrics:
+            def record(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int) -> None:
+                row = metrics_row(step, episodes, stats, rollout_s, version)
+                metrics.write(json.dumps(row) + "\n")
+                metrics.flush()
+                if on_step is not None:
+                    on_step(row, steps)
+                log.add(step, episodes)
+                summary.episodes += len(episodes)
+                summary.losses.append(row["loss"])
+                summary.max_staleness = max(summary.max_staleness, row["staleness"])
+                if step == 1:
+                    summary.reward_first = row["reward_mean"]
+                summary.reward_last = row["reward_mean"]
+
+            if cfg.async_mode:
+                from reinagent.rl.async_mode import train_async
+
+                train_async(model, learner, rollout, batches, cfg, samples, record)
+            else:
+                for step, batch in enumerate(batches, start=1):
+                    started = time.perf_counter()
+                    episodes = rollout.run(model, batch, samples=samples, temperature=cfg.temperature,
+                                           version=learner.version, seed=cfg.seed * 100_003 + step)
+                    rollout_s = time.perf_counter() - started
+                    stats = learner.update(episodes, on_policy=True)
+                    record(step, episodes, stats, rollout_s, learner.version - 1)
+    finally:
+        log.close()
+    summary.checkpoint = str(out / "checkpoint")
+    save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})
+    return summary

@@ -1,0 +1,82 @@
+"""The policy being trained: a transformers causal LM and its tokenizer, loaded from a model
+string, and saved as a checkpoint directory that `--model local:PATH` loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from reinagent.errors import ConfigError
+
+SUMMARY = "rl.json"  # written last into a checkpoint: its presence means the directory is complete
+
+
+def require(*modules: str) -> None:
+    """Fail early with the extra to install, instead of an ImportError deep inside training."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"RL training needs {', '.join(missing)}, which is not installed: "
+                          "pip install 'reinagent[rl]' (torch and transformers)")
+
+
+def is_local_model(name: str) -> bool:
+    """Model strings whose weights this process can train (the rest run through reinagent's LLMs)."""
+    return name == "local" or name.startswith("local:") or Path(name).expanduser().is_dir()
+
+
+def load_policy(name: str, *, device: str | None = None) -> tuple[Any, Any]:
+    """(model, tokenizer) for `local`, `local:PATH` or a HF model directory, in fp32 (CPU training
+    wants fp32; on a GPU the matmuls would run under bf16 autocast)."""
+    require("torch", "transformers")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from reinagent.distil.train import resolve_base_model
+
+    if not is_local_model(name):
+        raise ConfigError(f"model {name!r} cannot be trained here; valid: local, local:PATH or a HF model directory")
+    try:
+        path = resolve_base_model(name)
+    except Exception as err:  # noqa: BLE001 - a missing file is the user's input, not a crash
+        raise ConfigError(f"cannot load model {name!r}: {err}") from None
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if device:
+        model.to(device)
+    return model, tokenizer
+
+
+def end_token_ids(tokenizer: Any) -> list[int]:
+    """Token ids that end a turn (EOS and the chat template's end-of-turn markers)."""
+    from reinagent.distil.masks import end_of_turn_tokens
+
+    ids = []
+    for token in end_of_turn_tokens(tokenizer):
+        tid = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid not in ids:
+            ids.append(tid)
+    return ids
+
+
+def save_checkpoint(model: Any, tokenizer: Any, out: Path, summary: dict[str, Any]) -> Path:
+    """Model + tokenizer + rl.json into `out`, through a sibling renamed at the end, so a killed
+    save never leaves a directory that looks complete."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.config.use_cache = True
+    model.save_pretrained(staging, safe_serialization=True)
+    tokenizer.save_pretrained(staging)
+    (staging / SUMMARY).write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(staging, out)
+    return out
