@@ -24,6 +24,8 @@ LAZY_COMMANDS: dict[str, str] = {
     "runs": "reinagent.browse.cli:runs",
     "show": "reinagent.browse.cli:show",
     "view": "reinagent.browse.cli:view",
+    "store": "reinagent.stores.cli:store",
+    "rl": "reinagent.rl.cli:rl",
 }
 
 
@@ -57,7 +59,7 @@ def cli() -> None:
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
-        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, or remote with --env-url (see `reinagent list`)."),
+        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, or remote with --env-url (see `reinagent list`)."),
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
         click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
@@ -70,7 +72,24 @@ def run_options(fn):
         click.option("--env-url", help="Environment server (`reinagent serve-env`), e.g. http://127.0.0.1:8000; --benchmark remote: any server of the protocol."),
         click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
         click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
+        click.option("--schedule", type=click.Choice(["pipeline", "barrier"]), default=None, help="pipeline (default): a task starts its next trial as soon as its own trial is recorded; barrier: every task finishes trial k before any starts k+1. Same records."),
+        click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where episodes run: local (default, this process) or ray (Ray tasks; pip install 'reinagent[ray]')."),
+        click.option("--ray-address", help="--executor ray: a running Ray cluster, HOST:PORT (default: start a local one)."),
+        click.option("--rollout", help="How one episode explores: react (default, one pass), tot (Tree of Thoughts BFS), mcts (LATS tree search with reflections) or multi-turn (retry on feedback)."),
+        click.option("--tot-breadth", type=int, help="--rollout tot: next steps sampled per kept path (default 5)."),
+        click.option("--tot-keep", type=int, help="--rollout tot: best paths kept per depth (default 2)."),
+        click.option("--tot-depth", type=int, help="--rollout tot/mcts: depth limit in steps (default: the agent's step budget)."),
+        click.option("--value-samples", type=int, help="--rollout tot/mcts: LLM value judgements per node (default 3)."),
+        click.option("--mcts-iterations", type=int, help="--rollout mcts: iterations (default 30 HotpotQA, 8 programming, 10 otherwise)."),
+        click.option("--mcts-children", type=int, help="--rollout mcts: children sampled per expansion (default 5)."),
+        click.option("--mcts-exploration", type=float, help="--rollout mcts: UCT exploration constant (default 1.0)."),
+        click.option("--search-temperature", type=float, help="--rollout tot/mcts: sampling temperature of searched steps (default 1.0)."),
+        click.option("--max-calls-per-episode", type=int, help="Model calls one episode may make, actor and value calls together (default unlimited)."),
+        click.option("--max-tokens-per-episode", type=int, help="Prompt + completion tokens one episode may spend (default unlimited); a call that could pass it is not made."),
+        click.option("--max-turns", type=int, help="--rollout multi-turn: answers per episode; a wrong one gets feedback and another try (default 5)."),
+        click.option("--turn-discount", type=float, help="--rollout multi-turn: a right answer on turn t earns reward * d**(t-1), 0 < d <= 1 (default 0.9)."),
         click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
+        click.option("--store", help="Where the run lives: a directory of runs (default runs/), sqlite:///PATH.db, postgresql://USER@HOST/DB or mongodb://HOST/DB; prints `run id: ID` (docs/stores.md)."),
         click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
         click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
         click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
@@ -81,6 +100,7 @@ def run_options(fn):
         click.option("--timeout-s", type=float, help="Programming: seconds per sandboxed execution."),
         click.option("--alfworld-data", help="ALFWorld: an unpacked alfworld_data/ folder (default: the copy shipped with reinagent; or $ALFWORLD_DATA)."),
         click.option("--allow-weak-sandbox", is_flag=True, default=None, help="Programming: run even without bubblewrap (the uid/rlimits fallback lets generated code reach the network and host files)."),
+        click.option("--constrained/--no-constrained", default=None, help="Hold the actor's output to the agent's action grammar (HotpotQA react/cot so far; default: on for the ov engine, off otherwise)."),
         click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
         click.option("--cache-scope", type=click.Choice(["run", "shared"]), default=None, help="run (default): a run is answered only from its own earlier calls (resume); shared: from any run's identical calls, sampled ones included (cheaper; tokens and cost then show what this run did not pay)."),
         click.option("--cache-dir", help="Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),
@@ -96,11 +116,16 @@ def run_options(fn):
 def run(config_file, quiet, **flags) -> None:
     """Start a new run."""
     from reinagent.config import build_config
-    from reinagent.runner import run_experiment
+    from reinagent.runner import start_run
 
     config = build_config(config_file, **flags)
-    run_dir = run_experiment(config, progress=not quiet)
-    _finish(run_dir)
+    ref = start_run(config, progress=not quiet)
+    from reinagent.stores import is_directory
+
+    if ref.store is None or is_directory(ref.store):
+        _finish(ref.run_dir)
+    else:
+        _finish_in_store(config.store, ref.run_id)
 
 
 @cli.command()
@@ -115,10 +140,14 @@ def run(config_file, quiet, **flags) -> None:
 @click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once from now on.")
 @click.option("--api-key-env", help="Environment variable holding the --base-url server's key.")
 @click.option("--env-url", help="Continue against this environment server (`reinagent serve-env`).")
+@click.option("--schedule", type=click.Choice(["pipeline", "barrier"]), default=None, help="Trial schedule from now on (same records either way).")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where episodes run from now on.")
+@click.option("--ray-address", help="--executor ray: the Ray cluster to continue on, HOST:PORT.")
+@click.option("--store", help="The store holding the run (a directory of runs, sqlite:///..., postgresql://..., mongodb://...); RUN_DIR is then the run id.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--benchmark", "--agent", "--strategy", "--split", "fixed", hidden=True, multiple=True,
               help="Refused: these define the experiment (start a new run).")
-def resume(run_dir, retry_errors, num_trials, from_trial, quiet, fixed, **overrides) -> None:
+def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, **overrides) -> None:
     """Continue a run exactly where it stopped; --base-url, --model, ... move it (each change is
     kept in spec.json's history); benchmark, agent, strategy and split cannot change."""
     from reinagent.runner import resume_experiment
@@ -132,8 +161,13 @@ def resume(run_dir, retry_errors, num_trials, from_trial, quiet, fixed, **overri
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
     done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
-                             from_trial=from_trial, progress=not quiet, overrides=overrides)
-    _finish(done)
+                             from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)
+    from reinagent.stores import is_directory
+
+    if store is None or is_directory(store):
+        _finish(done)
+    else:
+        _finish_in_store(store, run_dir)
 
 
 @cli.command(name="list")
@@ -179,6 +213,25 @@ def _finish(run_dir) -> None:
         click.echo(line, err=True)
     click.echo(f"run directory: {run_dir}")
     click.echo(f"report:        reinagent report {run_dir}")
+    if outcome.exit_code:
+        sys.exit(outcome.exit_code)
+
+
+def _finish_in_store(url: str, run_id: str) -> None:
+    """_finish for a run in a database store: the same lines and exit code, with store commands."""
+    from reinagent.outcome import Outcome
+    from reinagent.redact import redact
+    from reinagent.runner import load_run
+
+    shown = redact(url)
+    outcome = Outcome.of(load_run(run_id, store=url)[1])
+    for line in outcome.lines(run_id)[:-1]:
+        click.echo(line, err=True)
+    if outcome.errors:
+        click.echo(f"  redo them: reinagent resume --store {shown} {run_id} --retry-errors", err=True)
+    click.echo(f"run id:        {run_id}")
+    click.echo(f"store:         {shown}")
+    click.echo(f"report:        reinagent store export {shown} {run_id} DIR && reinagent report DIR")
     if outcome.exit_code:
         sys.exit(outcome.exit_code)
 

@@ -30,24 +30,50 @@ class RunConfig(BaseModel):
     env_url: str | None = None  # environments from this server (`reinagent serve-env`), not in-process
     max_concurrency: int | None = Field(default=None, gt=0)  # None: the backend's default
     max_model_concurrency: int | None = Field(default=None, gt=0)  # None: no cap beyond max_concurrency
+    # pipeline: a task starts trial k+1 once its own trial k is recorded; barrier: every task of
+    # trial k first (the paper's loop). Same records either way (reinagent/schedule.py).
+    schedule: Literal["pipeline", "barrier"] = "pipeline"
+    executor: Literal["local", "ray"] = "local"  # where episodes run (reinagent/executors/)
+    ray_address: str | None = None  # --executor ray: a running cluster (HOST:PORT); None: a local one
     run_dir: str | None = None
+    # where runs live: a directory of run directories (default runs/), sqlite:///PATH.db,
+    # postgresql://... or mongodb://... (reinagent/stores/; docs/stores.md)
+    store: str | None = None
     memory_size: int = Field(default=3, ge=0)  # reflections shown to the actor
     max_steps: int | None = Field(default=None, gt=0)  # None: the agent's default
     max_prompt_tokens: int | None = Field(default=None, gt=0)
     temperature: float = Field(default=0.0, ge=0.0)
     max_tokens: int = Field(default=256, gt=0)  # per model call
+    # actor outputs held to the agent's action grammar (reinagent/llm/constrained.py); None: on
+    # for engines with structured output (ov) where the agent has a grammar, off otherwise
+    constrained: bool | None = None
     seed: int = 0
     cache: bool = True
     # run: only this run's own calls are replayed (a resume); shared: every run on the same model
     # and cache directory shares answers (sampled ones included). See README "Response cache".
     cache_scope: Literal["run", "shared"] = "run"
     cache_dir: str | None = None
+    # rollout multi-turn: answers per episode, and the discount of a right answer on turn t (d**(t-1))
+    max_turns: int = Field(default=5, gt=0)
+    turn_discount: float = 0.9  # in (0, 1]: see _turn_discount
     # programming benchmarks
     num_internal_tests: int = Field(default=4, ge=1, le=20)
     timeout_s: float = Field(default=10.0, gt=0)
     allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
     # alfworld
     alfworld_data: str | None = None
+    # rollouts: how one episode explores (reinagent/rollouts/; README "Rollouts")
+    rollout: str = "react"  # react, tot, mcts or multi-turn
+    tot_breadth: int = Field(default=5, gt=0)  # candidates sampled per step
+    tot_keep: int = Field(default=2, gt=0)  # best partial paths kept per step
+    tot_depth: int | None = Field(default=None, gt=0)  # None: the agent's step budget
+    value_samples: int = Field(default=3, gt=0)  # LLM value prompt samples per node
+    mcts_iterations: int | None = Field(default=None, gt=0)  # None: 30 HotpotQA, 8 programming, ...
+    mcts_children: int = Field(default=5, gt=0)  # children sampled per expansion
+    mcts_exploration: float = Field(default=1.0, ge=0.0)  # UCT exploration constant
+    search_temperature: float = Field(default=1.0, ge=0.0)  # sampling temperature of tot/mcts steps
+    max_calls_per_episode: int | None = Field(default=None, gt=0)  # actor + value calls; None: unlimited
+    max_tokens_per_episode: int | None = Field(default=None, gt=0)  # prompt + completion; None: unlimited
 
     @field_validator("strategy", mode="before")
     @classmethod
@@ -58,6 +84,23 @@ class RunConfig(BaseModel):
             if key not in valid:
                 raise ValueError(f"unknown strategy {value!r}; valid: {choices(valid)}")
             return key
+        return value
+
+    @field_validator("rollout", mode="before")
+    @classmethod
+    def _rollout(cls, value: Any) -> Any:
+        from reinagent.rollouts.base import rollout_names  # built-in and registered ones
+
+        key = value.strip().lower() if isinstance(value, str) else value
+        if key not in rollout_names():
+            raise ValueError(f"unknown rollout {value!r}; valid: {choices(rollout_names())}")
+        return key
+
+    @field_validator("turn_discount")
+    @classmethod
+    def _turn_discount(cls, value: float) -> float:
+        if not 0 < value <= 1:  # 0 would zero every retry's reward; above 1 would favour retrying
+            raise ValueError("must be in (0, 1]")
         return value
 
     @field_validator("api_key_env")

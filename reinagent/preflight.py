@@ -34,6 +34,7 @@ READ_TIMEOUT_S = 15.0  # a busy server may be slow to answer /models, but not th
 EXTRAS: dict[str, tuple[str, ...]] = {
     "alfworld": ("alfworld", "textworld"),
     "local": ("torch", "transformers", "safetensors"),
+    "openvino": ("openvino_genai",),
 }
 # litellm providers that run on this machine by default: (default URL, environment override)
 LOCAL_PROVIDERS: dict[str, tuple[str, str]] = {
@@ -84,6 +85,8 @@ def needed_extras(config: RunConfig) -> list[str]:
     extras = ["alfworld"] if benchmark == "alfworld" and not config.env_url else []
     if any(backend_of(m, config.base_url) == "local" for m in (config.actor_model, config.reflection_model)):
         extras.append("local")
+    if any(backend_of(m, config.base_url) == "ov" for m in (config.actor_model, config.reflection_model)):
+        extras.append("openvino")
     return extras
 
 
@@ -209,11 +212,12 @@ async def warm_up(llms) -> None:
     to the raw backend (not the response cache, which must not learn this prompt)."""
     from reinagent.llm.base import GenerationParams
     from reinagent.llm.local import LocalLLM  # light: torch loads with the model, not here
+    from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
     from reinagent.records import Message
 
     for llm in llms:
         backend = _innermost(llm)
-        if not isinstance(backend, LocalLLM):
+        if not isinstance(backend, (LocalLLM, OpenVINOLLM)):
             continue
         print(f"loading model {backend.name} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()

@@ -26,7 +26,7 @@ echo "[bootstrap] installing torch (CPU) and reinagent[$profile]" >&2
 "${pip[@]}" "torch==2.13.0"
 case "$profile" in
   demo) extras="local" ;;
-  test) extras="local,test,notebooks,distil,alfworld" ;;
+  test) extras="local,test,notebooks,distil,alfworld,openvino" ;;
   *) echo "unknown profile $profile; valid: demo or test" >&2; exit 2 ;;
 esac
 "${pip[@]}" -e ".[${extras}]"

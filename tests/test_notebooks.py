@@ -14,15 +14,19 @@ import pytest
 
 from tests.conftest import ROOT, write_script
 
-# One notebook per agent type; each has a `parameters` cell. (Distillation.ipynb is configured
-# through the environment instead and runs in tests/test_distil.py.)
-EXPECTED = ("ReAct", "CoT_context", "CoT_no_context", "Programming", "ALFWorld")
+# One notebook per agent type, and Search (rollouts compared on GSM8K); each has a `parameters`
+# cell. (Distillation.ipynb is configured through the environment instead and runs in
+# tests/test_distil.py.)
+EXPECTED = ("ReAct", "CoT_context", "CoT_no_context", "Programming", "ALFWorld", "Search")
 NOTEBOOKS = [ROOT / "notebooks" / f"{name}.ipynb" for name in EXPECTED]
 
 ACTOR_RULES = [
     # After a reflection the first question is answered right: the story cell shows a fix.
     {"when": "(?s)^(?=.*lessons you wrote down)(?=.*VIVA Media AG changed)",
      "reply": "Thought: The lesson says to read the paragraph.\nAction: Finish[Gesellschaft mit beschränkter Haftung]"},
+    # Search.ipynb (GSM8K test/0, gold 18): right after the multi-turn feedback or a reflection.
+    {"when": "(?s)^(?=.*(?:Unfortunately your answer is wrong|lessons you wrote down))(?=.*Janet’s ducks)",
+     "reply": "Thought: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18 dollars.\nAction: Finish[18]"},
 ]
 REFLECTOR_RULES = [{"when": ".", "reply": "I answered without reading the context. Next time I will quote it."}]
 
@@ -113,6 +117,9 @@ def _check_outputs(nb, benchmark: str) -> None:
     if benchmark == "hotpotqa":
         assert "reflection written: I answered without reading the context" in outputs
         assert "=== trial 2: solved" in outputs
+    if benchmark == "gsm8k":  # Search.ipynb: multi-turn solves test/0 on turn 2, from the feedback
+        assert "turn 2: answer '18', right: True" in outputs
+        assert all(f"\n{name} " in outputs for name in ("react", "tot", "mcts", "multi-turn"))  # table rows
 
 
 def _text(cell) -> str:
@@ -124,3 +131,37 @@ def _text(cell) -> str:
             if key in out.get("data", {}):
                 parts.append(out["data"][key])
     return "\n".join(parts)
+
+
+@pytest.mark.slow
+def test_rl_notebook_runs(tmp_path):
+    """notebooks/RL.ipynb (run, evaluate, train, evaluate) with a tiny random model and two GRPO
+    steps; its defaults (the embedded model, 20 steps) are what a researcher runs."""
+    pytest.importorskip("transformers")
+    import nbformat
+    import torch
+    from nbclient import NotebookClient
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from reinagent.distil.train import resolve_base_model
+
+    base = resolve_base_model("local")
+    config = AutoConfig.from_pretrained(base)
+    config.update({"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16})
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "tiny")
+    AutoTokenizer.from_pretrained(base).save_pretrained(tmp_path / "tiny")
+
+    nb = nbformat.read(ROOT / "notebooks" / "RL.ipynb", as_version=4)
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+    overrides = {"model": f"local:{tmp_path / 'tiny'}", "max_steps": 2, "batch_size": 2, "group_size": 2,
+                 "eval_tasks": 4, "max_response_length": 4, "output_dir": str(tmp_path / "out")}
+    nb.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in overrides.items()),
+                                                              metadata={"tags": ["injected-parameters"]}))
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
+    assert "reward:" in outputs and "before: test: success" in outputs and "checkpoint: " in outputs
+    assert "image/png" in {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
+    assert (tmp_path / "out" / "checkpoint" / "rl.json").is_file()

@@ -1,4 +1,16 @@
-"""Benchmark registry: names map to classes, imported only when a benchmark is made."""
+"""Benchmark registry: names map to classes, imported only when a benchmark is made.
+
+    base.py             Benchmark: tasks, an environment per episode, agents, evaluate (Task: ../task.py)
+    hotpotqa.py         HotpotQA (docstore or gold context); hotpotqa_prompts.py
+    humaneval.py mbpp.py  programming, judged by hidden tests in the sandbox; shared parts in programming.py
+    alfworld.py         ALFWorld text games: alfworld_env.py (the Env), alfworld_worker.py (the game
+                        process), alfworld_data.py (game files), alfworld_prompts.py
+    gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
+    arithmetic.py       generated one-digit sums (small enough for RL on a CPU)
+
+`remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
+to add a benchmark.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +45,18 @@ REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "ALFWorld",
         ("react", "alfworld-expert"),
         "134 unseen household text games, success = info['won']",
+    ),
+    "gsm8k": (
+        "reinagent.benchmarks.gsm8k",
+        "GSM8K",
+        ("cot",),
+        "grade-school math (1319 test problems), final number compared numerically",
+    ),
+    "arithmetic": (
+        "reinagent.benchmarks.arithmetic",
+        "Arithmetic",
+        ("cot",),
+        "one-digit sums and differences (generated, 60 test / 140 train), reward 1/0",
     ),
     "remote": (
         "reinagent.service.remote",

@@ -59,7 +59,7 @@ def check_ray(config) -> None:
     from reinagent.llm import backend_of
 
     for model in {config.actor_model, config.reflection_model}:
-        if backend_of(model, config.base_url) == "local":
+        if backend_of(model, config.base_url) in ("local", "ov"):
             raise ConfigError(
                 f"--executor ray cannot run --model {model} (the embedded model) yet; serve it and pass "
                 "--model openai/NAME --base-url URL, or use --executor local")

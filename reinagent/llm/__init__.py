@@ -2,11 +2,20 @@
 
     local               the embedded SmolLM2-135M-Instruct (transformers, CPU or GPU)
     local:PATH          any local Hugging Face model directory or GGUF file
+    ov                  the embedded model on OpenVINO GenAI (GGUF read directly, `openvino` extra)
+    ov:PATH             a GGUF file or OpenVINO IR directory on OpenVINO GenAI
     scripted:FILE       replies from a file (tests, demos)
     PROVIDER/NAME       any litellm model string (openai/gpt-4o-mini, anthropic/..., ollama/...)
     openai/NAME + --base-url URL   any OpenAI-compatible server (vLLM, llama.cpp, a proxy)
 
 Heavy libraries (torch, transformers, litellm) are imported only when a backend is made.
+
+    base.py stack.py    the LLM interface; the run's stack: cache -> per-model limit -> backend
+    cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
+    scripted.py local.py openai_compat.py litellm_backend.py openvino.py   the backends
+    batching.py admission.py prefill.py kv.py packed.py   the local model's batching engine
+    wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
+    fake_server.py      a loopback OpenAI-compatible server: a public testing utility
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from reinagent.llm.base import LLM, Completion, GenerationParams
 
 BACKENDS: dict[str, str] = {
     "local": "embedded SmolLM2-135M-Instruct on transformers (local:PATH for any HF dir or GGUF)",
+    "ov": "embedded SmolLM2-135M-Instruct on OpenVINO GenAI (ov:PATH for a GGUF file or OpenVINO IR dir)",
     "scripted": "scripted:FILE, replies from a YAML/JSON/text file (no model)",
     "openai-compatible": "openai/NAME with --base-url URL (vLLM, llama.cpp server, proxies)",
     "litellm": "PROVIDER/NAME, any litellm model (openai/, anthropic/, gemini/, ollama/, ...)",
@@ -29,6 +39,8 @@ def backend_of(model: str, base_url: str | None = None) -> str:
     model = model.strip()
     if model == "local" or model.startswith("local:"):
         return "local"
+    if model == "ov" or model.startswith("ov:"):
+        return "ov"
     if model.startswith("scripted:"):
         return "scripted"
     if base_url and (model.startswith("openai/") or "/" not in model):
@@ -36,7 +48,7 @@ def backend_of(model: str, base_url: str | None = None) -> str:
     if "/" in model and not model.startswith("/"):
         return "litellm"
     raise ConfigError(
-        f"unknown model backend for {model!r}; valid: local, local:PATH, scripted:FILE, "
+        f"unknown model backend for {model!r}; valid: local, local:PATH, ov, ov:PATH, scripted:FILE, "
         "PROVIDER/NAME (litellm, e.g. openai/gpt-4o-mini), or openai/NAME with --base-url URL"
     )
 
@@ -56,6 +68,10 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
 
         path = model.split(":", 1)[1] if ":" in model else None
         return LocalLLM(path)
+    if kind == "ov":
+        from reinagent.llm.openvino import OpenVINOLLM
+
+        return OpenVINOLLM(model.split(":", 1)[1] if ":" in model else None)
     if kind == "openai-compatible":
         from reinagent.llm.openai_compat import OpenAICompatLLM
 

@@ -36,6 +36,13 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
     kind = backend_of(model, config.base_url)
     backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env)
     llm = backend
+    grammar = None
+    if role == "actor":
+        from reinagent.llm.constrained import ConstrainedLLM, actor_grammar
+
+        grammar = actor_grammar(config, backend)
+        if grammar:  # innermost: the cache below keys the grammar through the model identity
+            llm = ConstrainedLLM(llm, grammar)
     if config.max_model_concurrency:
         from reinagent.llm.limit import LimitedLLM
 
@@ -45,10 +52,13 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
 
         store = open_store(config)
         if store is not None:
-            weights = getattr(backend, "source", None) if kind == "local" else None  # the file or folder loaded
+            weights = getattr(backend, "source", None) if kind in ("local", "ov") else None  # the file or folder loaded
             from reinagent.llm.cache import scoped_identity
 
-            identity = scoped_identity(model_identity(model, config.base_url, weights), config.cache_scope, run_key)
+            identity = model_identity(model, config.base_url, weights)
+            if grammar:
+                identity["grammar"] = grammar
+            identity = scoped_identity(identity, config.cache_scope, run_key)
             llm = CachedLLM(llm, store, identity)
     return llm
 
