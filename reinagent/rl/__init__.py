@@ -2,6 +2,15 @@
 an AReaL-style asynchronous mode, and `reinagent rl run|train --config rl.toml` (docs/rl.md).
 
 Importing this package is cheap: torch and transformers load when a policy is needed.
+
+    config.py toml.py     RLAgentConfig (the seed's [rl] keys and ours); reading rl.toml
+    agent.py              RLAgent: run, collect, train, evaluate
+    envs.py               the environment an episode plays: a registered benchmark or an env server
+    policy.py             the trainable model and its tokenizer (transformers)
+    rollout.py            multi-turn token rollouts: prompt/completion ids, log-probs, environment mask
+    grpo.py               the GRPO loss and learner step
+    loop.py async_mode.py the training loop (train_metrics.jsonl); rollouts one policy version behind
+    cli.py                `reinagent rl run|train|eval`
 """
 
 from reinagent.rl.agent import EpisodeResult, EvalResult, RLAgent
