@@ -326,6 +326,10 @@ def _script(path: Path, rules: list[dict], default: str = "look") -> str:
     return f"scripted:{path}"
 
 
+def _sigint_as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_alfworld
 def test_ctrl_c_on_a_run_leaves_no_workers(tmp_path):
     # The model server holds every request, so at the interrupt both episodes are certainly in
@@ -347,6 +351,11 @@ def test_ctrl_c_on_a_run_leaves_no_workers(tmp_path):
              "--no-cache", "--quiet"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
             env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread's stack
+            # A run started from a terminal takes Ctrl-C. A suite started in the background by a
+            # shell without job control (`nohup ... &`, some CI runners) inherits SIGINT *ignored*,
+            # exec keeps that, and the run would rightly never see the interrupt: start the run as
+            # a terminal would, whatever this process inherited.
+            preexec_fn=_sigint_as_from_a_terminal,
         )
         try:
             for _ in range(2):  # both episodes have reset their game and asked the model
