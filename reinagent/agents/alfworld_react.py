@@ -86,6 +86,26 @@ def is_loop(moves: list[str], repeats: int = LOOP_REPEATS) -> bool:
     return False
 
 
+async def play_move(env: Any, output: str, info: dict[str, Any], prompt_len: int
+                    ) -> tuple[Move, Step, bool, bool, dict[str, Any]]:
+    """One model reply played in the game: its move, the Step it makes (observation filled in),
+    terminated, truncated and the game's new info. A thought or an empty reply never reaches the
+    game (the agent answers it itself), so only a Step with an `action` counts as an env step.
+    The ReAct agent and the search rollouts (reinagent/rollouts/steps.py) both play through here."""
+    move = parse_move(output, info.get("admissible_commands"))
+    step = Step(prompt_len=prompt_len, output=output)
+    terminated = truncated = False
+    if move.kind == "think":
+        step.thought, step.observation = move.text, THINK_REPLY
+    elif move.kind == "empty":
+        step.valid_action, step.observation = False, EMPTY_REPLY
+    else:
+        step.action = move.text
+        step.valid_action = move.text in info.get("admissible_commands", [])
+        step.observation, _, terminated, truncated, info = await astep(env, move.text)
+    return move, step, terminated, truncated, info
+
+
 class ALFWorldReactAgent(Agent):
     name: ClassVar[str] = "react"
 
@@ -124,18 +144,9 @@ class ALFWorldReactAgent(Agent):
         moves: list[str] = []
         for _ in range(self.max_steps):
             completion = await actor.complete(traj.messages, self.params)
-            move = parse_move(completion.text, info.get("admissible_commands"))
-            step = Step(prompt_len=len(traj.messages), output=completion.text)
+            move, step, terminated, truncated, info = await play_move(env, completion.text, info, len(traj.messages))
             traj.steps.append(step)
-            terminated = truncated = False
-            if move.kind == "think":
-                step.thought, step.observation = move.text, THINK_REPLY
-            elif move.kind == "empty":
-                step.valid_action, step.observation = False, EMPTY_REPLY
-            else:
-                step.action = move.text
-                step.valid_action = move.text in info.get("admissible_commands", [])
-                step.observation, _, terminated, truncated, info = await astep(env, move.text)
+            if step.action is not None:
                 traj.extra["env_steps"] += 1
                 traj.extra["won"] = bool(info.get("won"))
             traj.messages.append(Message(role="assistant", content=move.render()))

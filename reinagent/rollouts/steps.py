@@ -170,21 +170,13 @@ class ALFWorldStepper(Stepper):
         return self.agent.prompt(self.task, observation, with_reflections(self.episode.memory, reflections))
 
     async def act(self, state: PathState, env, output: str) -> PathState:
-        from reinagent.agents.alfworld_react import EMPTY_REPLY, THINK_REPLY, is_loop, parse_move
+        from reinagent.agents.alfworld_react import is_loop, play_move
 
-        info = state.info
-        move = parse_move(output, info.get("admissible_commands"))
-        step = Step(prompt_len=len(state.base) + len(state.tail), output=output)
+        move, step, terminated, _truncated, info = await play_move(
+            env, output, state.info, len(state.base) + len(state.tail))
         extra = {**state.extra, "moves": [*state.extra["moves"], move.render()]}
-        actions, terminated = state.env.actions, False
-        if move.kind == "think":
-            step.thought, step.observation = move.text, THINK_REPLY
-        elif move.kind == "empty":
-            step.valid_action, step.observation = False, EMPTY_REPLY
-        else:
-            step.action = move.text
-            step.valid_action = move.text in info.get("admissible_commands", [])
-            step.observation, _, terminated, _truncated, info = await astep(env, move.text)
+        actions = state.env.actions
+        if step.action is not None:
             actions = (*actions, move.text)
             extra["env_steps"] += 1
             extra["won"] = bool(info.get("won"))
