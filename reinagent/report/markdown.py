@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reinagent.report.rollouts import rollout_table
+from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
     Table, cache_warnings, comparison_table, duration, error_table, trial_table, usage_table,
 )
@@ -21,7 +22,9 @@ def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
     warnings = "".join(f"\n> **warning:** {w}\n" for w in cache_warnings(summaries))
     return (f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
-            f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n")
+            f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n"
+            f"\n## More than chance?\n\nExact McNemar tests pair each task with itself; the last trial counts "
+            f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n")
 
 
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
@@ -39,6 +42,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(trial_table(s)),
         "",
+        *([line, ""] if (line := first_vs_last_line(s)) else []),
         f"{h}# Rollout",
         "",
         table_markdown(rollout_table([s])),

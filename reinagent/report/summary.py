@@ -49,11 +49,13 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         by_trial.setdefault(rec.trial, []).append(rec)
     # One entry per planned trial even when nothing ran yet (a killed run still shows them all).
     last_trial = max([num_trials, *by_trial])
-    trials, solved_so_far = [], set()
+    trials, solved_so_far, solved_first = [], set(), set()
     for t in range(1, last_trial + 1):
         recs = by_trial.get(t, [])
         solved_now = {r.task_id for r in recs if r.success}
         solved_so_far |= solved_now
+        if t == 1:
+            solved_first = set(solved_now)
         low, high = wilson_interval(len(solved_so_far), n_tasks)
         trials.append({
             "trial": t,
@@ -90,6 +92,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "model": cfg.get("model"),
         "reflector_model": cfg.get("reflector_model") or cfg.get("model"),
         "num_tasks": n_tasks,
+        "task_ids": task_ids,
+        # which tasks, for the paired tests of report/significance.py
+        "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far)},
         "num_trials": num_trials,
         "status": "complete" if _finished(records, task_ids, num_trials) else "partial",
         "metric": "f1" if cfg.get("benchmark") in F1_BENCHMARKS else "pass_rate",

@@ -1,0 +1,117 @@
+"""Is a difference in solved tasks more than chance? Exact McNemar and two-proportion tests.
+
+Two questions a Reflexion report must answer honestly:
+
+* within one run, did the later trials solve tasks trial 1 did not? The same tasks are compared
+  with themselves, so the test is paired: McNemar's, exact (binomial on the discordant tasks,
+  which at these sizes, often under 25 discordant tasks, is the only version that holds). With
+  cumulative success no task is ever *lost*, so the test only asks whether the gain could be
+  luck; under NONE it measures what retrying alone buys (pass@k), which is why the second
+  question matters more:
+* between two runs on the same tasks (REFLEXION against NONE, say), is the last trial's
+  cumulative success different? Paired McNemar again when both runs attempted the same task ids,
+  and the unpaired two-proportion z-test beside it for readers used to it.
+
+Pure Python (math only), like the rest of the summary path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+ALPHA = 0.05
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar p-value: under no effect each discordant task is a fair coin."""
+    if gained < 0 or lost < 0:
+        raise ValueError(f"counts must be >= 0, got gained={gained}, lost={lost}")
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def two_proportion(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float]:
+    """Pooled two-proportion z-test: (z, two-sided p). z is 0 and p 1 when nothing varies."""
+    if n1 <= 0 or n2 <= 0:
+        return 0.0, 1.0
+    pooled = (s1 + s2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 0.0, 1.0
+    z = (s2 / n2 - s1 / n1) / se
+    return z, math.erfc(abs(z) / math.sqrt(2))
+
+
+def first_vs_last(s: dict[str, Any]) -> dict[str, Any] | None:
+    """Trial 1 against the last trial's cumulative success of one run (paired by task)."""
+    solved = s.get("solved_tasks")
+    if not solved or s.get("num_trials", 0) < 2:
+        return None
+    first, last = set(solved["first_trial"]), set(solved["by_last_trial"])
+    gained, lost = len(last - first), len(first - last)
+    return {"first": len(first), "last": len(last), "gained": gained, "lost": lost,
+            "p_mcnemar": mcnemar_exact(gained, lost)}
+
+
+def between_runs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """`other` against `base` at the last trial: McNemar when they share their tasks, and z."""
+    a, b = set(base["solved_tasks"]["by_last_trial"]), set(other["solved_tasks"]["by_last_trial"])
+    n1, n2 = base["num_tasks"], other["num_tasks"]
+    z, p_z = two_proportion(len(a), n1, len(b), n2)
+    row: dict[str, Any] = {"base": len(a), "other": len(b), "n_base": n1, "n_other": n2, "z": z, "p_z": p_z,
+                           "p_mcnemar": None, "gained": None, "lost": None}
+    if base.get("task_ids") == other.get("task_ids"):
+        row.update(gained=len(b - a), lost=len(a - b), p_mcnemar=mcnemar_exact(len(b - a), len(a - b)))
+    return row
+
+
+def baseline_of(s: dict[str, Any], summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The NONE run of the same benchmark, agent, rollout and tasks, when the report has one."""
+    if s.get("strategy") == "none":
+        return None
+    for other in summaries:
+        if (other is not s and other.get("strategy") == "none" and other.get("solved_tasks")
+                and all(other.get(k) == s.get(k) for k in ("benchmark", "agent", "rollout", "num_tasks"))):
+            return other
+    return None
+
+
+def verdict(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return f"p={p:.3g} " + ("(significant at 5%)" if p < ALPHA else "(not significant)")
+
+
+def first_vs_last_line(s: dict[str, Any]) -> str | None:
+    """'trial 1 -> trial 3: 12 -> 19 of 100 tasks (+7, -0), McNemar exact p=0.0156 (significant at 5%)'."""
+    f = first_vs_last(s)
+    if f is None:
+        return None
+    return (f"trial 1 -> trial {s['num_trials']}: {f['first']} -> {f['last']} of {s['num_tasks']} tasks solved "
+            f"(+{f['gained']}, -{f['lost']}), McNemar exact {verdict(f['p_mcnemar'])}")
+
+
+def significance_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """One row per run: its own trial-1 vs last-trial test, and its last trial against the NONE
+    run of the same benchmark, agent and tasks when the report holds one."""
+    from reinagent.report.labels import unique_labels
+
+    header = ["run", "trial 1 -> last trial (paired)", "vs NONE at the last trial", "McNemar (same tasks)",
+              "two-proportion z"]
+    rows = []
+    for label, s in zip(unique_labels(summaries), summaries):
+        f = first_vs_last(s)
+        own = "n/a" if f is None else f"{f['first']} -> {f['last']}/{s['num_tasks']}: {verdict(f['p_mcnemar'])}"
+        base = baseline_of(s, summaries) if s.get("solved_tasks") else None
+        if base is None:
+            rows.append([label, own, "n/a", "n/a", "n/a"])
+            continue
+        b = between_runs(base, s)
+        mcnemar = "tasks differ" if b["p_mcnemar"] is None else f"+{b['gained']} -{b['lost']}: {verdict(b['p_mcnemar'])}"
+        rows.append([label, own, f"{b['other']}/{b['n_other']} vs {b['base']}/{b['n_base']}", mcnemar,
+                     f"z={b['z']:.2f}, {verdict(b['p_z'])}"])
+    return header, rows

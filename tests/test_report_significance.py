@@ -1,0 +1,75 @@
+"""The report's significance tests (report/significance.py): known values, and what a comparison of
+a NONE and a REFLEXION run on the same tasks says (issue 17's embedded experiment needs both)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from reinagent.report.significance import between_runs, first_vs_last, mcnemar_exact, two_proportion
+from reinagent.report.summary import summarize
+from tests.conftest import run_cli
+from tests.test_report import COMPLETE, make_run
+
+
+def test_mcnemar_exact_known_values():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(7, 0) == pytest.approx(2 / 2 ** 7)  # seven gains, no loss: 0.0156
+    assert mcnemar_exact(0, 7) == mcnemar_exact(7, 0)  # two-sided
+    # 10 discordant tasks split 8/2: 2 * P(X <= 2), X ~ Bin(10, 1/2) = 2 * 56 / 1024
+    assert mcnemar_exact(8, 2) == pytest.approx(112 / 1024)
+    assert mcnemar_exact(5, 5) == 1.0  # capped at 1
+    with pytest.raises(ValueError):
+        mcnemar_exact(-1, 2)
+
+
+def test_two_proportion_known_value():
+    z, p = two_proportion(15, 100, 30, 100)
+    pooled = 45 / 200
+    assert z == pytest.approx(0.15 / math.sqrt(pooled * (1 - pooled) * 0.02))
+    assert z == pytest.approx(2.540, abs=1e-3) and p == pytest.approx(0.0111, abs=1e-4)
+    assert two_proportion(0, 10, 0, 10) == (0.0, 1.0)  # nothing varies: no evidence either way
+
+
+def test_summary_names_the_tasks_solved_first_and_by_the_last_trial(tmp_path):
+    s = summarize(make_run(tmp_path / "run", COMPLETE))
+    assert s["solved_tasks"] == {"first_trial": ["a", "b"], "by_last_trial": ["a", "b", "c"]}
+    assert s["task_ids"] == list(COMPLETE)
+    f = first_vs_last(s)
+    assert (f["first"], f["last"], f["gained"], f["lost"]) == (2, 3, 1, 0)
+    assert f["p_mcnemar"] == 1.0  # one gained task is no evidence
+
+
+def test_comparison_report_tests_reflexion_against_none_on_the_same_tasks(tmp_path):
+    # 12 tasks. NONE solves t0-t2 in trial 1 and nothing after; REFLEXION solves the same three in
+    # trial 1 and eight more in later trials: 8 discordant tasks, all one way.
+    tasks = [f"t{i}" for i in range(12)]
+    none = {t: [i < 3, False, False] if i >= 3 else [True] for i, t in enumerate(tasks)}
+    refl = {t: ([True] if i < 3 else [False, True] if i < 11 else [False, False, False])
+            for i, t in enumerate(tasks)}
+    runs = tmp_path / "runs"
+    make_run(runs / "1-none", none, strategy="none")
+    make_run(runs / "2-reflexion", refl)
+    md = run_cli("report", str(runs)).stdout
+    section = md.split("## More than chance?", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| cot-context/reflexion"))
+    assert "3 -> 11/12" in row and "11/12 vs 3/12" in row
+    assert f"+8 -0: p={2 / 2 ** 8:.3g} (significant at 5%)" in row
+    none_row = next(line for line in section.splitlines() if line.startswith("| cot-context/none"))
+    assert "3 -> 3/12: p=1 (not significant)" in none_row and none_row.endswith("| n/a | n/a | n/a |")
+    # each run's own section carries its paired trial-1 vs last-trial line
+    assert "trial 1 -> trial 3: 3 -> 11 of 12 tasks solved (+8, -0), McNemar exact p=0.00781" in md
+    summaries = json.loads(run_cli("report", str(runs), "--format", "json").stdout)
+    summaries = summaries if isinstance(summaries, list) else summaries["runs"]
+    b = between_runs(summaries[0], summaries[1])
+    assert (b["gained"], b["lost"]) == (8, 0) and b["p_z"] < 0.05
+
+
+def test_runs_on_different_tasks_get_no_paired_test(tmp_path):
+    a = summarize(make_run(tmp_path / "a", {"x": [True], "y": [False, False, False]}, strategy="none"))
+    b = summarize(make_run(tmp_path / "b", {"x": [True], "z": [False, True]}))
+    row = between_runs(a, b)
+    assert row["p_mcnemar"] is None and row["gained"] is None  # unpaired: only the z-test applies
+    assert row["other"] == 2 and row["base"] == 1
