@@ -6,7 +6,7 @@ local executor, then with the Ray executor on a local cluster (`ray.init(num_cpu
 process). Prints, per executor, episodes/s and the driver's CPU per episode (this process: the
 schedule, the store, and for Ray the task submission; the server runs in a child process). Then
 appends --records records to each store it can open (a run directory, SQLite; PostgreSQL with
---postgres URL) and prints the write latency per record (append_async, as the driver does it, 64
+--postgres URL, or --postgres auto: a throwaway server, perf/postgres_server.py) and prints the write latency per record (append_async, as the driver does it, 64
 at a time: group commit).
 
 The extrapolation to --workers workers assumes each worker runs one episode at a time, each taking
@@ -15,12 +15,14 @@ the latency of its calls: the demand is workers / episode time episodes/s; the d
 smallest of these is where the first bottleneck is.
 
     .venv/bin/python perf/scale.py [--episodes 1000] [--latency-ms 200] [--workers 100] [--no-ray]
+        [--postgres auto|URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -83,11 +85,18 @@ def main() -> None:
     parser.add_argument("--ray-cpus", type=int, default=2, help="CPUs of the local Ray cluster")
     parser.add_argument("--workers", type=int, default=100, help="workers to extrapolate to")
     parser.add_argument("--records", type=int, default=2000, help="records per store for the write latency")
-    parser.add_argument("--postgres", help="also time a PostgreSQL store at this URL")
+    parser.add_argument("--postgres", help="also time a PostgreSQL store: a URL, or auto (a throwaway local server)")
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
-    with ServerProcess(latency_s=args.latency_ms / 1000) as server, tempfile.TemporaryDirectory() as tmp:
+    load_before = os.getloadavg()[0]
+    postgres: contextlib.AbstractContextManager = contextlib.nullcontext(args.postgres)
+    if args.postgres == "auto":
+        from perf.postgres_server import postgres_server
+
+        postgres = postgres_server()
+    with ServerProcess(latency_s=args.latency_ms / 1000) as server, tempfile.TemporaryDirectory() as tmp, \
+            postgres as postgres_url:
         root = Path(tmp)
         one_run(server, argparse.Namespace(**{**vars(args), "episodes": 20}), "local", root / "warmup")
         results["local"] = one_run(server, args, "local", root / "local")
@@ -104,8 +113,8 @@ def main() -> None:
                 results["ray, 0.1 CPU/episode"] = one_run(server, args, "ray", root / "ray-light")
                 ray.shutdown()
         stores = {"directory": str(root / "store-dir"), "sqlite": f"sqlite:///{root}/store.db"}
-        if args.postgres:
-            stores["postgresql"] = args.postgres
+        if postgres_url:
+            stores["postgresql"] = postgres_url
         latencies = {name: store_latency(url, args.records, root) for name, url in stores.items()}
     episode_s = args.latency_ms / 1000
     print(f"{args.episodes} episodes, 1 model call each, answered in {args.latency_ms:.0f} ms, "
@@ -127,7 +136,7 @@ def main() -> None:
     first = min(capacities.items(), key=lambda kv: kv[1])
     print(f"first bottleneck: {first[0]} at {first[1]:.0f} episodes/s "
           f"({'below' if first[1] < demand else 'above'} the demand of {demand:.0f}); "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end ({os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

@@ -231,7 +231,7 @@ def _finish_in_store(url: str, run_id: str) -> None:
         click.echo(f"  redo them: reinagent resume --store {shown} {run_id} --retry-errors", err=True)
     click.echo(f"run id:        {run_id}")
     click.echo(f"store:         {shown}")
-    click.echo(f"report:        reinagent store export {shown} {run_id} DIR && reinagent report DIR")
+    click.echo(f"report:        reinagent report --store {shown} {run_id}")
     if outcome.exit_code:
         sys.exit(outcome.exit_code)
 

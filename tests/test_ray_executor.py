@@ -30,6 +30,10 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
 VIVA = "VIVA Media AG"  # the first task of hard100
 VIVA_ID = "5a7613c15542994ccc9186bf"
 
+# One token for every cluster this test session starts (test_ray_cluster.py's too): a driver
+# process reads Ray's token once, so a later cluster with another token would refuse it.
+TOKEN = secrets.token_hex(16)
+
 CLUSTER = """
 import sys, ray
 ctx = ray.init(num_cpus=2, include_dashboard=False)
@@ -44,7 +48,7 @@ def cluster():
     """A two-CPU Ray cluster in a child process; yields its address and the child's pid. Ray
     (>= 2.59) authenticates with a token: the cluster and this driver share a fresh one, as the
     nodes of a real cluster do (docs/multi-machine.md)."""
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}
     patch = pytest.MonkeyPatch()
     for name, value in auth.items():
         patch.setenv(name, value)
@@ -191,8 +195,32 @@ def test_an_unreachable_ray_address_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_the_embedded_model_on_ray_is_a_one_line_error(tmp_path):
-    proc = run_cli("run", "--benchmark", "hotpotqa", "--num-envs", "1", "--executor", "ray",
-                   "--run-dir", str(tmp_path / "r"), timeout=120)
-    one_line_error(proc, "--executor ray", "--model local")
+def test_an_address_that_is_not_ray_is_a_one_line_error(tmp_path):
+    """A port that accepts and never answers (another service, a wrong port): without the gRPC
+    probe ray.init retried for minutes (over 240 s here); now one line before any run directory."""
+    with socket.socket() as silent, FakeOpenAIServer() as server:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        proc = run_cli("run", "--benchmark", "hotpotqa", "--num-envs", "1", "--model", "openai/fake", "--base-url",
+                       server.base_url, "--executor", "ray", "--ray-address",
+                       f"127.0.0.1:{silent.getsockname()[1]}", "--run-dir", str(tmp_path / "r"), timeout=120)
+    one_line_error(proc, "not as a Ray cluster")
     assert not (tmp_path / "r").exists()
+
+
+def test_ray_workers_replay_the_local_executors_cache(tmp_path, cluster):
+    """Same cache, same records: the workers build the driver's cache layer (identity, scope), so
+    a Ray run replays every answer a local run cached (--cache-scope shared) without one call to
+    the server. (The embedded model on Ray, one actor for all episodes: test_ray_cluster.py.)"""
+    address, _pid = cluster
+    kw = dict(benchmark="hotpotqa", agent="cot-context", num_trials=3, num_envs=3, model="openai/fake",
+              cache=True, cache_dir=str(tmp_path / "cache"), cache_scope="shared", progress=False)
+    with FakeOpenAIServer() as server:
+        local = run(**kw, base_url=server.base_url, run_dir=str(tmp_path / "local"))
+        calls = len(server.requests)
+        on_ray = run(**kw, base_url=server.base_url, run_dir=str(tmp_path / "ray"), executor="ray",
+                     ray_address=address)
+        assert calls > 0 and len(server.requests) == calls  # every call a cache hit, on the workers
+    records = load_run(on_ray)[1]
+    assert all(c.cached for r in records for c in r.calls)
+    assert _comparable(records) == _comparable(load_run(local)[1])

@@ -7,6 +7,7 @@ TrialRecord. A rollout never knows which executor runs it.
     base.py     the Executor interface
     local.py    episodes in this process (reinagent/episode.py's run_episode under asyncio)
     ray.py      one Ray task per (task, trial); check_ray's one-line errors before any work
+    ray_model.py  the embedded model on Ray: one actor holding the engine, called by every episode
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ one record per (task, trial): a retried attempt never wrote anything.
 Each worker process keeps one event loop (in a thread) and one built experiment (benchmark,
 agent, model clients) per run, so connection pools and parsed task files live across episodes.
 API keys are never shipped through Ray: each node reads them from its own environment.
-`--model local` (the embedded model) is not offered on Ray yet: every worker would load its own
-copy; serve it (`--base-url`) instead.
+`--model local` / `ov` / `hf` (the embedded model): one Ray actor holds the engine and every episode
+calls it (ray_model.py), so the run loads the weights once and keeps its batching.
+
+REINAGENT_RAY_TRACE=FILE in a node's environment (before `ray start`) makes each episode append
+one JSON line there: task, trial, the Ray node id and the worker's pid (where did episodes run?).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import json
 import os
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -51,18 +55,12 @@ class EpisodeJob:
     reflections: tuple[str, ...]
     window: int
     previous: TrialRecord | None
+    models: tuple = ()  # ray_model.ModelRef of each embedded model: the actors the episode calls
 
 
 def check_ray(config) -> None:
-    """Bad input in seconds, before a run directory exists: the embedded model, no Ray installed,
-    an address nobody answers on."""
-    from reinagent.llm import backend_of
-
-    for model in {config.actor_model, config.reflection_model}:
-        if backend_of(model, config.base_url) in ("local", "ov"):
-            raise ConfigError(
-                f"--executor ray cannot run --model {model} (the embedded model) yet; serve it and pass "
-                "--model openai/NAME --base-url URL, or use --executor local")
+    """Bad input in seconds, before a run directory exists: no Ray installed, an address nobody
+    answers on."""
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -80,11 +78,36 @@ def _check_reachable(address: str) -> None:
     if not host or not port.isdigit():
         raise ConfigError(f"--ray-address {address!r} is not HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:PORT or auto")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        sock = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S)
     except OSError as err:
         reason = err.strerror or type(err).__name__
         raise ConfigError(f"cannot reach the Ray cluster at {address}: {reason}; start one with "
                           "`ray start --head` or leave out --ray-address for a local one") from None
+    with sock:
+        if not _speaks_grpc(sock):
+            raise ConfigError(f"{address} answers, but not as a Ray cluster (no gRPC there in {CONNECT_TIMEOUT_S:.0f} s);"
+                              " give the head's GCS port (`ray start --head --port`, 6379 by default)")
+
+
+# An HTTP/2 client preface and an empty SETTINGS frame. Ray's GCS (and the Ray client server) is a
+# gRPC server, which answers with its own SETTINGS frame before any authentication. Something else
+# on the port (or a process that accepts and never answers) would make ray.init retry for minutes.
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _speaks_grpc(sock: socket.socket) -> bool:
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.sendall(_H2_PREFACE)
+        header = b""
+        while len(header) < 9:
+            chunk = sock.recv(9 - len(header))
+            if not chunk:
+                return False
+            header += chunk
+    except OSError:
+        return False
+    return header[3] == 0x04  # the first frame's type: SETTINGS
 
 
 class RayExecutor(Executor):
@@ -92,6 +115,7 @@ class RayExecutor(Executor):
         super().__init__(exp)
         self._owns_ray = False
         self._remote = None
+        self._models: list = []  # ray_model.ModelRef: the embedded model's actors, started here
         self._config = exp.config.model_dump_json()
         self._run_key = _run_key(exp)
         run_dir = getattr(exp.store, "run_dir", None)  # a database store may have none
@@ -114,13 +138,17 @@ class RayExecutor(Executor):
         # An episode mostly waits on the model server: REINAGENT_RAY_EPISODE_CPUS=0.25 runs four per CPU.
         cpus = float(os.environ.get("REINAGENT_RAY_EPISODE_CPUS", "1") or 1)
         self._remote = ray.remote(num_cpus=cpus, max_retries=MAX_RETRIES, retry_exceptions=False)(run_job)
+        from reinagent.executors.ray_model import embedded_models, start_models
+
+        if embedded_models(self.exp.config):
+            self._models = await start_models(self.exp.config)
 
     async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
                       previous: TrialRecord | None) -> TrialRecord:
         import ray.exceptions
 
         job = EpisodeJob(self._config, self._run_key, self._run_name, task, trial,
-                         tuple(memory.reflections), memory.window, previous)
+                         tuple(memory.reflections), memory.window, previous, tuple(self._models))
         started = time.time()
         try:
             return await self._remote.remote(job)
@@ -131,6 +159,11 @@ class RayExecutor(Executor):
                                error=redact(f"infrastructure error: ray: {_first_line(err)}"))
 
     async def aclose(self) -> None:
+        if self._models:
+            from reinagent.executors.ray_model import stop_models
+
+            models, self._models = self._models, []
+            await stop_models(models)
         if self._owns_ray:
             import ray
 
@@ -157,14 +190,27 @@ def _first_line(err: BaseException) -> str:
 # --- the worker side -------------------------------------------------------------------------
 
 _loop: asyncio.AbstractEventLoop | None = None
-_experiments: dict[tuple[str, str | None], object] = {}
+_experiments: dict[tuple, object] = {}
 _guard = threading.Lock()
 
 
 def run_job(job: EpisodeJob) -> TrialRecord:
     """The Ray task: one episode on this worker's event loop."""
     future = asyncio.run_coroutine_threadsafe(_episode(job), _worker_loop())
-    return future.result()
+    record = future.result()
+    if os.environ.get("REINAGENT_RAY_TRACE"):
+        _trace(job, os.environ["REINAGENT_RAY_TRACE"])
+    return record
+
+
+def _trace(job: EpisodeJob, path: str) -> None:
+    import ray
+
+    line = json.dumps({"task_id": job.task.task_id, "trial": job.trial, "pid": os.getpid(),
+                       "node_id": ray.get_runtime_context().get_node_id(),
+                       "torch_loaded": "torch" in sys.modules})  # the embedded model stays in its actor
+    with open(path, "a", encoding="utf-8") as out:  # one short O_APPEND write: lines never interleave
+        out.write(line + "\n")
 
 
 def _worker_loop() -> asyncio.AbstractEventLoop:
@@ -192,7 +238,7 @@ class _WorkerLog:
 
 
 def _experiment_for(job: EpisodeJob):
-    key = (job.config, job.run_key)
+    key = (job.config, job.run_key, tuple(ref.actor_name for ref in job.models))
     if key not in _experiments:
         from reinagent.config import RunConfig
         from reinagent.experiment import build_models, make_experiment as _experiment, resolve
@@ -201,5 +247,10 @@ def _experiment_for(job: EpisodeJob):
         bench, config = resolve(config)
         log_dir = Path(tempfile.gettempdir()) / "reinagent-ray" / job.run_name
         log_dir.mkdir(parents=True, exist_ok=True)
-        _experiments[key] = _experiment(config, bench, [], _WorkerLog(log_dir), build_models(config, job.run_key))
+        models = build_models(config, job.run_key)  # an embedded model's backend is only loaded on first call
+        if job.models:
+            from reinagent.executors.ray_model import attach
+
+            models = attach(models, job.models)  # ...which goes to the run's model actor instead
+        _experiments[key] = _experiment(config, bench, [], _WorkerLog(log_dir), models)
     return _experiments[key]

@@ -22,12 +22,19 @@ import click
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--max-tasks", type=click.IntRange(min=0), help="HTML: drill down into at most this many tasks per run.")
 @click.option("--title", default="reinagent report", show_default=True, help="HTML: page title.")
-def report(run_dirs, fmt, plot, output, max_tasks, title) -> None:
+@click.option("--store", help="The store holding the runs (sqlite:///..., postgresql://..., mongodb://..., a directory of runs); the arguments are then run ids.")
+def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
     """Summarise run directories (complete, in progress or killed); several runs are compared
     side by side. A folder holding runs (e.g. runs/) stands for every run in it; a directory
-    with an RL training log (train_metrics.jsonl or metrics.jsonl) adds its training curves."""
+    with an RL training log (train_metrics.jsonl or metrics.jsonl) adds its training curves.
+    Runs in a store: `reinagent report --store URL ID...` or `reinagent report URL [ID...]`
+    (no id: every run of the store)."""
     from reinagent.report.loading import holds_runs, load
     from reinagent.report.training import find_training_logs
+    from reinagent.stores.report import store_runs
+
+    # a store's runs are exported to a temporary folder, removed when the command ends
+    run_dirs = click.get_current_context().with_resource(store_runs(run_dirs, store))
 
     run_paths, training = [], []
     for path in run_dirs:

@@ -7,6 +7,7 @@ docs/stores.md for the user's view.
     file.py             a directory of ordinary run directories (format: reinagent/store.py)
     sql.py              what sqlite.py and postgres.py share; mongo.py: MongoDB
     query.py cli.py     records across runs (as rows or a DataFrame); `reinagent store ls|export|import`
+    report.py           `reinagent report URL ID`: a store's runs exported to a temporary folder for the report
 """
 
 from __future__ import annotations
