@@ -1,7 +1,9 @@
 """Rollout and trainer throughput of reinagent.rl (GRPO on `arithmetic`), in tokens per second.
 
-    .venv/bin/python perf/rl_throughput.py                       # embedded SmolLM2-135M on CPU
-    .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode
+    .venv/bin/python perf/rl_throughput.py                       # embedded SmolLM2-135M on CPU, TRL's trainer
+    .venv/bin/python perf/rl_throughput.py --trainer reinagent   # our own GRPO loss
+    .venv/bin/python perf/rl_throughput.py --compare             # both, and the ratio trl / reinagent
+    .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode (our trainer)
     .venv/bin/python perf/rl_throughput.py --model local:DIR --device cuda --peak-tflops 989
 
 Rollout tokens/s counts tokens the policy generated per second of generation; trainer tokens/s
@@ -37,36 +39,50 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cuda to train on the GPU (default: CPU)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="Device peak (e.g. 989 for an H100 in bf16) for MFU.")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--trainer", choices=("trl", "reinagent"), default="trl",
+                        help="GRPO through TRL's GRPOTrainer (default) or our own loss (async mode is always ours)")
+    parser.add_argument("--compare", action="store_true", help="Run both trainers and print trl / reinagent ratios.")
     args = parser.parse_args()
+    device = args.device or "cpu"
+    print(f"model {args.model} on {device}, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}; "
+          f"{args.steps} steps x {args.batch_size} tasks x G={args.group_size}{' (async)' if args.async_mode else ''}")
+    trainers = ("trl", "reinagent") if args.compare else (args.trainer,)
+    medians = {name: measure(args, name) for name in trainers}
+    if args.compare:
+        (r_trl, t_trl), (r_ours, t_ours) = medians["trl"], medians["reinagent"]
+        print(f"ratio trl / reinagent: rollout tokens/s {r_trl / r_ours:.2f}, trainer tokens/s {t_trl / t_ours:.2f}")
 
+
+def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
+    """Train `args.steps` steps with one trainer; print and return (rollout, trainer) median tokens/s."""
     from reinagent.rl import RLAgent
     from reinagent.rl.policy import load_policy
 
-    model, tokenizer = load_policy(args.model, device=args.device)
+    model, tokenizer = load_policy(args.model, device=args.device)  # fresh weights for each trainer
     params = sum(p.numel() for p in model.parameters())
     with tempfile.TemporaryDirectory() as out:
         agent = RLAgent(model=model, tokenizer=tokenizer, env_name="arithmetic", max_turns=1,
                         max_response_length=args.max_response_length, react_format=args.react_format,
                         batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
                         max_workers=args.batch_size * args.group_size, async_mode=args.async_mode,
-                        threads=args.threads, output_dir=out, learning_rate=1e-5)
+                        threads=args.threads, output_dir=out, learning_rate=1e-5, trainer=trainer_name,
+                        save_steps=args.steps)
         started = time.perf_counter()
         summary = agent.train()
         wall = time.perf_counter() - started
         rows = [json.loads(line) for line in Path(summary.metrics).read_text().splitlines()]
     rollout = [r["rollout_tokens_per_s"] for r in rows]
     trainer = [r["tokens_per_s"] for r in rows]
-    device = args.device or "cpu"
-    print(f"model {args.model} ({params / 1e6:.0f}M parameters) on {device}, {os.cpu_count()} CPU cores, "
-          f"load average {os.getloadavg()[0]:.1f}; {args.steps} steps x {args.batch_size} tasks x G={args.group_size}"
-          f"{' (async)' if args.async_mode else ''}")
-    print(f"rollout tokens/s (generated): median {statistics.median(rollout):.1f} (per step: {', '.join(f'{v:.1f}' for v in rollout)})")
-    print(f"trainer tokens/s (read):      median {statistics.median(trainer):.1f} (per step: {', '.join(f'{v:.1f}' for v in trainer)})")
-    print(f"wall time {wall:.1f}s for {summary.episodes} episodes; rollout {sum(r['rollout_s'] for r in rows):.1f}s, "
-          f"train {sum(r['train_s'] for r in rows):.1f}s (async overlaps them)")
-    if args.peak_tflops and device.startswith("cuda"):
+    name = "reinagent (async)" if args.async_mode else rows[0].get("trainer", trainer_name)
+    print(f"[{name}] {params / 1e6:.0f}M parameters")
+    print(f"  rollout tokens/s (generated): median {statistics.median(rollout):.1f} (per step: {', '.join(f'{v:.1f}' for v in rollout)})")
+    print(f"  trainer tokens/s (read):      median {statistics.median(trainer):.1f} (per step: {', '.join(f'{v:.1f}' for v in trainer)})")
+    print(f"  wall time {wall:.1f}s for {summary.episodes} episodes (checkpoints included); rollout "
+          f"{sum(r['rollout_s'] for r in rows):.1f}s, train {sum(r['train_s'] for r in rows):.1f}s (async overlaps them)")
+    if args.peak_tflops and (args.device or "cpu").startswith("cuda"):
         flops = (6 + 2) * params * statistics.median(trainer)  # forward + backward + the reference forward
-        print(f"trainer MFU: {flops / (args.peak_tflops * 1e12):.2%} of {args.peak_tflops} TFLOP/s")
+        print(f"  trainer MFU: {flops / (args.peak_tflops * 1e12):.2%} of {args.peak_tflops} TFLOP/s")
+    return statistics.median(rollout), statistics.median(trainer)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ rollout_strategy = "StandardReAct"
 max_workers = 16
 output_dir = "$WORK/train"
 method = "grpo"
+trainer = "trl"
 group_size = 4
 batch_size = 4
 max_steps = $STEPS
@@ -39,7 +40,7 @@ sed "s|^model = \"local\"|model = \"local:$WORK/train/checkpoint\"|" "$WORK/rl.t
   START=$(date +%s)
   echo "== before training (embedded SmolLM2-135M-Instruct) =="
   $RL eval --config "$WORK/rl.toml" --split test
-  echo "== GRPO: $STEPS steps x 4 tasks x G=4 episodes on the train split, learning rate $LR =="
+  echo "== GRPO (TRL's GRPOTrainer): $STEPS steps x 4 tasks x G=4 episodes on the train split, learning rate $LR =="
   $RL train --config "$WORK/rl.toml"
   echo "== after training =="
   $RL eval --config "$WORK/rl-trained.toml" --split test

@@ -8,8 +8,9 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     envs.py               the environment an episode plays: a registered benchmark or an env server
     policy.py             the trainable model and its tokenizer (transformers)
     rollout.py            multi-turn token rollouts: prompt/completion ids, log-probs, environment mask
-    grpo.py               the GRPO loss and learner step
-    loop.py async_mode.py the training loop (train_metrics.jsonl); rollouts one policy version behind
+    trl_grpo.py           GRPO through TRL's GRPOTrainer fed by the token rollouts (the default trainer)
+    grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
+    loop.py async_mode.py the training loop (train_metrics.jsonl, resuming); rollouts one policy version behind
     cli.py                `reinagent rl run|train|eval`
 """
 

@@ -56,6 +56,8 @@ class RLAgentConfig(BaseModel):
     eval_temperature: float = Field(default=0.0, ge=0)
     turn_discount: float = Field(default=0.9, gt=0, le=1)  # a right answer on turn t earns d**(t-1)
     micro_batch: int = Field(default=8, gt=0)  # sequences per forward/backward (gradient accumulation)
+    trainer: Literal["trl", "reinagent"] = "trl"  # GRPO: TRL's GRPOTrainer, or our own loss (async mode uses ours)
+    save_steps: int = Field(default=10, gt=0)  # trl trainer: a resumable checkpoint every N steps (and at the end)
     async_mode: bool = False  # AReaL-style: rollouts of step k+1 overlap training step k (staleness <= 1)
     seed: int = 0
     threads: int | None = Field(default=None, gt=0)  # torch CPU threads (None: torch's default)

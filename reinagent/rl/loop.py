@@ -7,6 +7,12 @@ Output directory (`output_dir`):
                           task id `<task>@<sample>`), so `reinagent report OUTPUT_DIR/rollouts` draws
                           success per step
     checkpoint/           the trained model + tokenizer + rl.json (`--model local:OUTPUT_DIR/checkpoint`)
+    trainer/checkpoint-N  trainer="trl": TRL's resumable checkpoints (every save_steps steps)
+
+Resuming (trainer="trl"): training again into an output_dir that holds our rollouts/ continues from
+the newest trainer/checkpoint-N (or from the start when none was written yet): metrics rows and
+rollout records of steps after N are dropped (superseded) before the steps are redone, so nothing is
+duplicated. `overwrite = true` starts afresh instead.
 """
 
 from __future__ import annotations
@@ -65,12 +71,20 @@ def plan_steps(cfg: RLAgentConfig, num_tasks: int, num_epochs: float, batch_size
 class RolloutLog:
     """Training episodes into a run directory (the same format as `reinagent run`)."""
 
-    def __init__(self, run_dir: Path, run_config: Any, tasks: list[Any], settings: dict[str, Any]):
+    def __init__(self, run_dir: Path, run_config: Any, tasks: list[Any], settings: dict[str, Any],
+                 resume_step: int | None = None):
         from reinagent.runner import make_spec
         from reinagent.store import RunStore
 
-        self.store = RunStore.create(run_dir, make_spec(run_config, tasks, settings))
         self.run_dir = run_dir
+        if resume_step is None:
+            self.store = RunStore.create(run_dir, make_spec(run_config, tasks, settings))
+            return
+        # Resuming: the steps after the checkpoint will be redone, so their episodes are retired first.
+        self.store, _, records = RunStore.open(run_dir)
+        stale = [(r.task_id, r.trial) for r in records if r.trial > resume_step]
+        if stale:
+            self.store.supersede(stale, f"training resumed from step {resume_step}")
 
     def add(self, step: int, episodes: list[TokenEpisode], advantages: list[float] | None = None) -> None:
         now = time.time()
@@ -114,6 +128,23 @@ def prepare_output(out: Path, overwrite: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def resume_metrics(path: Path, step: int) -> list[dict[str, Any]]:
+    """Keep the metrics rows of steps <= `step` (rewritten atomically); return them."""
+    from reinagent.store import atomic_write
+
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    kept = [r for r in rows if r.get("step", 0) <= step]
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in kept))
+    return kept
+
+
+def uses_trl(cfg: RLAgentConfig, method: str) -> bool:
+    """TRL's GRPOTrainer trains GRPO unless asked otherwise; SFT and the async mode are ours."""
+    return method == "grpo" and cfg.trainer == "trl" and not cfg.async_mode
+
+
 def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig,
                  run_config: Any, out: Path, *, learning_rate: float, num_epochs: float, batch_size: int,
                  method: str, max_steps: int | None, on_step: Any = None) -> TrainSummary:
@@ -122,48 +153,72 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
     if method == "grpo" and cfg.temperature <= 0:
         raise ConfigError("temperature must be > 0 for GRPO: a group of greedy episodes is one episode G times")
-    prepare_output(out, cfg.overwrite)
+    trl = uses_trl(cfg, method)
+    resume, resume_step = None, None
+    if trl and not cfg.overwrite and (out / "rollouts" / "spec.json").is_file():
+        from reinagent.rl.trl_grpo import last_checkpoint
+
+        resume, resume_step = last_checkpoint(out)
+    else:
+        prepare_output(out, cfg.overwrite)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
-    batches = task_batches(tasks, batch_size, steps, cfg.seed)
-    ref = None
-    if method == "grpo" and cfg.kl_coef > 0:
-        ref = copy.deepcopy(model).eval()
-        ref.requires_grad_(False)
-    learner = Learner(model, ref, tokenizer, learning_rate=learning_rate, clip_eps=cfg.clip_eps, kl_coef=cfg.kl_coef,
-                      temperature=cfg.temperature, micro_batch=cfg.micro_batch, method=method)
+    if resume_step is not None and resume_step >= steps:
+        raise ConfigError(f"output_dir {out} holds a run trained for {resume_step} steps already; raise max_steps "
+                          f"above {resume_step} to continue it, or set overwrite = true to start again")
     settings = {"rl": cfg.model_dump(mode="json"), "method": method, "steps": steps}
-    log = RolloutLog(out / "rollouts", run_config, tasks, settings)
+    log = RolloutLog(out / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(out / METRICS), rollouts=str(out / "rollouts"), method=method,
                            steps=steps, episodes=0, reward_first=0.0, reward_last=0.0, async_mode=cfg.async_mode)
     try:
+        kept = resume_metrics(out / METRICS, resume_step) if resume_step is not None else []
         with open(out / METRICS, "a", encoding="utf-8") as metrics:
+            def note(row: dict[str, Any], episodes: list[Any]) -> None:
+                if on_step is not None:
+                    on_step(row, steps)
+                summary.episodes += row["episodes"]
+                summary.losses.append(row["loss"])
+                summary.max_staleness = max(summary.max_staleness, row["staleness"])
+                if row["step"] == 1:
+                    summary.reward_first = row["reward_mean"]
+                summary.reward_last = row["reward_mean"]
+
+            for row in kept:
+                note(row, [])
+
             def record(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int) -> None:
                 row = metrics_row(step, episodes, stats, rollout_s, version)
                 metrics.write(json.dumps(row) + "\n")
                 metrics.flush()
-                if on_step is not None:
-                    on_step(row, steps)
                 log.add(step, episodes)
-                summary.episodes += len(episodes)
-                summary.losses.append(row["loss"])
-                summary.max_staleness = max(summary.max_staleness, row["staleness"])
-                if step == 1:
-                    summary.reward_first = row["reward_mean"]
-                summary.reward_last = row["reward_mean"]
+                note(row, episodes)
 
-            if cfg.async_mode:
-                from reinagent.rl.async_mode import train_async
+            if trl:
+                from reinagent.rl.trl_grpo import train_trl
 
-                train_async(model, learner, rollout, batches, cfg, samples, record)
+                train_trl(model, tokenizer, rollout, tasks, cfg, out, learning_rate=learning_rate,
+                          batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume)
             else:
-                for step, batch in enumerate(batches, start=1):
-                    started = time.perf_counter()
-                    episodes = rollout.run(model, batch, samples=samples, temperature=cfg.temperature,
-                                           version=learner.version, seed=cfg.seed * 100_003 + step)
-                    rollout_s = time.perf_counter() - started
-                    stats = learner.update(episodes, on_policy=True)
-                    record(step, episodes, stats, rollout_s, learner.version - 1)
+                batches = task_batches(tasks, batch_size, steps, cfg.seed)
+                ref = None
+                if method == "grpo" and cfg.kl_coef > 0:
+                    ref = copy.deepcopy(model).eval()
+                    ref.requires_grad_(False)
+                learner = Learner(model, ref, tokenizer, learning_rate=learning_rate, clip_eps=cfg.clip_eps,
+                                  kl_coef=cfg.kl_coef, temperature=cfg.temperature, micro_batch=cfg.micro_batch,
+                                  method=method)
+                if cfg.async_mode:
+                    from reinagent.rl.async_mode import train_async
+
+                    train_async(model, learner, rollout, batches, cfg, samples, record)
+                else:
+                    for step, batch in enumerate(batches, start=1):
+                        started = time.perf_counter()
+                        episodes = rollout.run(model, batch, samples=samples, temperature=cfg.temperature,
+                                               version=learner.version, seed=cfg.seed * 100_003 + step)
+                        rollout_s = time.perf_counter() - started
+                        stats = learner.update(episodes, on_policy=True)
+                        record(step, episodes, stats, rollout_s, learner.version - 1)
     finally:
         log.close()
     summary.checkpoint = str(out / "checkpoint")

@@ -162,8 +162,9 @@ class TokenRollout:
 
         contexts = [e.prompt_ids + e.completion_ids for e in chunk]
         width = max(len(c) for c in contexts)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts])
-        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts])
+        device = getattr(model, "device", None)  # TRL may have moved the policy to a GPU
+        input_ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts], device=device)
+        attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
         sample = temperature > 0
         options = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {"do_sample": False}
         with torch.no_grad():

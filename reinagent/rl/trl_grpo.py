@@ -1,0 +1,184 @@
+"""GRPO through TRL's own GRPOTrainer, fed by our multi-turn token rollouts (the default trainer).
+
+TRL 1.x lets a `rollout_func(prompts, trainer) -> dict` replace its generation: it must return
+`prompt_ids`, `completion_ids` and `logprobs` per sequence; any other key is an extra field, and
+`env_mask` among them becomes TRL's tool_mask (1: generated, trained; 0: environment text, no
+loss). So TRL owns the loss, advantages, KL, optimiser, scheduler, logging and checkpoints, and we
+own the episodes:
+
+    dataset      one row per task, "prompt" = the task id (TRL's RepeatSampler repeats each G times)
+    rollout_func prompts[i*G:(i+1)*G] are group i: TokenRollout.run(tasks, samples=G) plays them out
+                 and returns ids, env_mask and the environment's reward as the extra field `env_reward`
+    reward       `env_reward(..., env_reward) -> env_reward`: the environment's reward, passed through
+    callback     one train_metrics.jsonl row per optimiser step from TRL's logs (loss, kl, clip
+                 ratio) and our episodes (reward mean/std, tokens/s), the same columns as trainer="reinagent"
+
+One generation per optimiser step (steps_per_generation = gradient_accumulation_steps, num_iterations
+1), so TRL takes old log-probs = current ones (ratio 1), as our own loop does. Checkpoints go to
+`output_dir/trainer/checkpoint-N` every `save_steps` steps; `resume_step` (loop.py) resumes from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from reinagent.rl.config import RLAgentConfig
+from reinagent.rl.rollout import TokenEpisode, TokenRollout
+
+TRAINER_DIR = "trainer"
+
+
+def micro_split(total: int, micro_batch: int) -> tuple[int, int]:
+    """(per-device batch, accumulation steps) with batch * steps == total and batch <= micro_batch:
+    TRL slices one generation of `total` sequences into equal micro-batches."""
+    batch = max(d for d in range(1, min(total, micro_batch) + 1) if total % d == 0)
+    return batch, total // batch
+
+
+def last_checkpoint(out: Path) -> tuple[Path | None, int]:
+    """The newest complete TRL checkpoint under out/trainer and its step (None, 0 when none)."""
+    found = []
+    for path in (out / TRAINER_DIR).glob("checkpoint-*"):
+        suffix = path.name.removeprefix("checkpoint-")
+        if suffix.isdigit() and (path / "trainer_state.json").is_file():  # written last: the checkpoint is whole
+            found.append((int(suffix), path))
+    if not found:
+        return None, 0
+    step, path = max(found)
+    return path, step
+
+
+def env_reward(prompts: list[Any], completions: list[Any], env_reward: list[float], **_: Any) -> list[float]:
+    """TRL's reward function: the environment's reward, computed during the rollout."""
+    return list(env_reward)
+
+
+class MetricsCallback:
+    """Writes one metrics row per step: TRL's logged loss/KL with our episodes' rewards and timings."""
+
+    def __init__(self, metrics: Any, on_row: Any):
+        self.metrics, self.on_row = metrics, on_row
+        self.episodes: list[TokenEpisode] = []
+        self.rollout_s = 0.0
+        self.step_started = 0.0
+        self.step_s = 0.0
+
+    def hooks(self) -> Any:
+        from transformers import TrainerCallback
+
+        owner = self
+
+        class Hooks(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                owner.step_started = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                owner.step_s = time.perf_counter() - owner.step_started
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs and "loss" in logs and owner.episodes:
+                    owner.write(state.global_step, logs)
+
+        return Hooks()
+
+    def write(self, step: int, logs: dict[str, Any]) -> None:
+        eps = self.episodes
+        rewards = [e.reward for e in eps]
+        mean = sum(rewards) / len(rewards)
+        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+        generated = sum(e.generated_tokens for e in eps)
+        tokens = sum(len(e.prompt_ids) + len(e.completion_ids) for e in eps)
+        train_s = max(self.step_s - self.rollout_s, 1e-9)
+        row = {
+            "step": step, "loss": float(logs["loss"]), "reward_mean": mean, "reward_std": std,
+            "success_rate": sum(e.success for e in eps) / len(eps), "kl": float(logs.get("kl", 0.0)),
+            "clip_frac": float(logs.get("clip_ratio/region_mean", 0.0)), "tokens_per_s": tokens / train_s,
+            "rollout_tokens_per_s": generated / self.rollout_s if self.rollout_s else 0.0, "episodes": len(eps),
+            "generated_tokens": generated, "trained_tokens": generated,
+            "turns_mean": sum(e.turns for e in eps) / len(eps), "policy_version": step - 1, "staleness": 0,
+            "rollout_s": self.rollout_s, "train_s": train_s, "grad_norm": float(logs.get("grad_norm", 0.0)),
+            "trainer": "trl", "time": time.time(),
+        }
+        self.metrics.write(json.dumps(row) + "\n")
+        self.metrics.flush()
+        self.on_row(row, eps)
+        self.episodes = []
+
+
+def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
+                      callback: MetricsCallback) -> Any:
+    def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
+        group = trainer.num_generations
+        tasks = [by_id[prompts[i]] for i in range(0, len(prompts), group)]
+        step = trainer.state.global_step + 1
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        started = time.perf_counter()
+        episodes = rollout.run(model, tasks, samples=group, temperature=cfg.temperature, version=step - 1,
+                               seed=cfg.seed * 100_003 + step)
+        callback.rollout_s = time.perf_counter() - started
+        callback.episodes = episodes
+        log.add(step, episodes)  # before the update: a resumed run supersedes trials past its checkpoint
+        return {"prompt_ids": [e.prompt_ids for e in episodes], "completion_ids": [e.completion_ids for e in episodes],
+                "logprobs": [e.logprobs for e in episodes], "env_mask": [e.env_mask for e in episodes],
+                "env_reward": [e.reward for e in episodes]}
+
+    return rollout_func
+
+
+def reference_path(model: Any, out: Path) -> None:
+    """TRL builds its reference model from `config._name_or_path`; a model that was not loaded from
+    a directory (built in memory) is saved once to out/reference so that it can."""
+    if Path(str(getattr(model.config, "_name_or_path", "") or "")).is_dir():
+        return
+    ref = out / "reference"
+    model.save_pretrained(ref)
+    model.config._name_or_path = str(ref)
+
+
+def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
+              *, learning_rate: float, batch_size: int, steps: int, log: Any, metrics: Any, on_row: Any,
+              resume: Path | None) -> None:
+    """Run TRL's GRPOTrainer for `steps` optimiser steps (from `resume` when given)."""
+    import torch
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
+    try:
+        from datasets import Dataset
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError as exc:
+        from reinagent.errors import ConfigError
+
+        raise ConfigError(f"trainer = \"trl\" needs TRL 1.16+ and datasets ({exc.name or exc} is missing): "
+                          "pip install -e '.[rl]', or set trainer = \"reinagent\"") from None
+
+    group = cfg.group_size
+    per_device, accumulate = micro_split(batch_size * group, cfg.micro_batch)
+    ids = [t.task_id for t in tasks]
+    while len(ids) < batch_size:  # RepeatSampler drops a short batch: fewer tasks than batch_size repeat
+        ids += ids[: batch_size - len(ids)]
+    if cfg.kl_coef > 0:
+        reference_path(model, out)
+    args = GRPOConfig(
+        output_dir=str(out / TRAINER_DIR), per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulate, steps_per_generation=accumulate, num_generations=group,
+        max_steps=steps, learning_rate=learning_rate, lr_scheduler_type="constant", warmup_steps=0,
+        weight_decay=0.0, max_grad_norm=1.0, beta=cfg.kl_coef, epsilon=cfg.clip_eps,
+        temperature=cfg.temperature if cfg.temperature > 0 else 1.0, loss_type="dapo", scale_rewards="group",
+        max_completion_length=cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1),
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=2, report_to="none",
+        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
+        disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True)
+    callback = MetricsCallback(metrics, on_row)
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=env_reward, args=args, train_dataset=Dataset.from_dict({"prompt": ids}),
+        processing_class=tokenizer, callbacks=[callback.hooks()],
+        rollout_func=make_rollout_func(rollout, cfg, {t.task_id: t for t in tasks}, log, callback))
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # it prints every log dict; our metrics file has the rows
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
