@@ -2,20 +2,22 @@
 
     .venv/bin/python perf/local_engines.py                      # the engine table
     .venv/bin/python perf/local_engines.py --new-tokens 32      # a quick smoke run
-    .venv/bin/python perf/local_engines.py --ir DIR             # also `ov-exact`/`ov-bf16` on an IR export
+    .venv/bin/python perf/local_engines.py --engines transformers,local-fast   # a subset
+    .venv/bin/python perf/local_engines.py --ir DIR             # `local-exact`/`local-bf16` on this IR export
     .venv/bin/python perf/local_engines.py --parse-rate 4       # valid-action rate, 4 HotpotQA tasks
 
-Engines: `ov` (our OpenVINO GenAI adapter reading the embedded GGUF: Q4_1 weights), `ov-exact`
-and `ov-bf16` (the adapter on an OpenVINO IR directory given with --ir, f32 / plugin default),
-`local` (today's transformers batching engine) and `transformers` (plain `generate`, batched with
-left padding for the concurrent figure). Each engine runs in its own child process so that its
+Engines: `local-fast` (our OpenVINO GenAI adapter, `--model local --precision fast`: the embedded
+GGUF read directly, Q4_1 weights), `local-exact` (`--precision exact`: the f32 IR export, made and
+cached on first use with optimum-intel, or the IR directory given with --ir), `local-bf16` (the IR
+with the CPU plugin's default precision, needs --ir), `hf` (our transformers engine, one call at a
+time) and `transformers` (plain `generate`, batched with left padding for the concurrent figure). Each engine runs in its own child process so that its
 load time and peak RSS are its own. Workload: 8 different chat prompts of about 300 tokens,
 `--new-tokens` new tokens each, greedy, no stop string; "single" runs them one after the other,
 "8 concurrent" all at once. Tokens/s = generated tokens / wall seconds. Agreement = how many of the
 8 greedy texts equal plain transformers' (the Q4_1 GGUF engines compute with other weights).
 
 --parse-rate N runs the ReAct and CoT(context) agents on the first N HotpotQA hard100 tasks on
-`ov`, greedy, with and without the action grammar of `reinagent.llm.constrained`, and prints the
+`local` (fast), greedy, with and without the action grammar of `reinagent.llm.constrained`, and prints the
 fraction of model steps that parse to a valid action.
 """
 
@@ -104,32 +106,32 @@ def run_transformers(new_tokens: int) -> dict:
 def child(engine: str, new_tokens: int, ir: str | None) -> None:
     if engine == "transformers":
         result = run_transformers(new_tokens)
-    elif engine == "local":
-        from reinagent.llm.local import LocalLLM
+    elif engine == "hf":
+        from reinagent.llm.hf import HFLLM
 
-        result = asyncio.run(run_adapter(LocalLLM(None), new_tokens))
+        result = asyncio.run(run_adapter(HFLLM(None), new_tokens))
     else:
         from reinagent.llm.openvino import OpenVINOLLM
 
-        path, precision = {"ov": (None, "fast"), "ov-exact": (ir, "exact"), "ov-bf16": (ir, "fast")}[engine]
+        path, precision = {"local-fast": (None, "fast"), "local-exact": (ir, "exact"), "local-bf16": (ir, "fast")}[engine]
         result = asyncio.run(run_adapter(OpenVINOLLM(path, precision=precision), new_tokens))
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result))
 
 
 def table(args) -> None:
-    engines = ["transformers", "ov", *(["ov-exact", "ov-bf16"] if args.ir else []), "local"]
+    engines = args.engines.split(",") if args.engines else ["transformers", "local-fast", "local-exact", *(["local-bf16"] if args.ir else []), "hf"]
     results = {}
     for engine in engines:
         cmd = [sys.executable, __file__, "--child", engine, "--new-tokens", str(args.new_tokens)] + (["--ir", args.ir] if args.ir else [])
         proc = subprocess.run(cmd, capture_output=True, text=True)
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if line is None:
-            print(f"{engine}: failed ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})")
+            print(f"{engine}: failed ({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode})", flush=True)
             continue
         results[engine] = json.loads(line[7:])
     reference = results.get("transformers", {}).get("texts")
-    print(f"\n8 prompts (~{max(results.get('ov', {}).get('prompt_tokens', [0]))} tokens), {args.new_tokens} new tokens, greedy\n")
+    print(f"\n8 prompts (~{max(results.get('local-fast', {}).get('prompt_tokens', [0]))} tokens), {args.new_tokens} new tokens, greedy\n")
     print(f"{'engine':<14}{'load s':>8}{'tok/s 1':>9}{'tok/s 8':>9}{'peak RSS MB':>13}{'same as HF':>12}")
     for engine, r in results.items():
         agree = f"{sum(a == b for a, b in zip(r['texts'], reference))}/{len(reference)}" if reference else "-"
@@ -179,6 +181,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--ir", help="an OpenVINO IR export of the same model (optimum-cli export openvino)")
+    parser.add_argument("--engines", help="comma-separated subset: transformers,local-fast,local-exact,local-bf16,hf")
     parser.add_argument("--parse-rate", type=int, metavar="N", help="measure valid actions on N HotpotQA tasks")
     parser.add_argument("--max-steps", type=int, default=4, help="ReAct step budget for --parse-rate")
     parser.add_argument("--child", help=argparse.SUPPRESS)

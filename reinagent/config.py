@@ -45,8 +45,11 @@ class RunConfig(BaseModel):
     temperature: float = Field(default=0.0, ge=0.0)
     max_tokens: int = Field(default=256, gt=0)  # per model call
     # actor outputs held to the agent's action grammar (reinagent/llm/constrained.py); None: on
-    # for engines with structured output (ov) where the agent has a grammar, off otherwise
+    # for engines with structured output (local, ov) where the agent has a grammar, off otherwise
     constrained: bool | None = None
+    # the local engine's arithmetic (reinagent/llm/local.py): fast = the GGUF read directly;
+    # exact = an f32 OpenVINO IR exported once (optimum-intel): transformers' greedy text
+    precision: Literal["fast", "exact"] = "fast"
     seed: int = 0
     cache: bool = True
     # run: only this run's own calls are replayed (a resume); shared: every run on the same model

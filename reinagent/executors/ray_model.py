@@ -8,7 +8,7 @@ run's usual model stack (cache -> limit -> constrained) is built as on the drive
 innermost layer, the backend, is swapped for `RemoteModel`, whose `generate` awaits the actor.
 So the cache identity, the cache scope and the calls are the local executor's, and every episode
 of the run shares one model and its batching (the actor is async: its calls overlap in its event
-loop, where the batching engine gathers them).
+loop, where the engine gathers them).
 
 The actor asks Ray for no CPU by default (the engine's own threads do the work; episodes keep
 the CPUs they ask for); REINAGENT_RAY_MODEL_CPUS / REINAGENT_RAY_MODEL_GPUS reserve some, which
@@ -54,10 +54,10 @@ def embedded_models(config) -> list[str]:
 class ModelServer:
     """The Ray actor (made remote in `start_models`): the raw backend, shared by all episodes."""
 
-    def __init__(self, model: str, base_url: str | None):
+    def __init__(self, model: str, base_url: str | None, precision: str | None = None):
         from reinagent.llm import make_llm
 
-        self.llm = make_llm(model, base_url=base_url)
+        self.llm = make_llm(model, base_url=base_url, precision=precision)
 
     async def load(self) -> dict:
         """Load the weights now (one 1-token call, as preflight.warm_up) and describe the backend."""
@@ -89,7 +89,7 @@ async def start_models(config) -> list[ModelRef]:
         gpus = float(os.environ.get("REINAGENT_RAY_MODEL_GPUS", "0") or 0)
         actor_class = ray.remote(num_cpus=cpus, num_gpus=gpus, max_concurrency=MAX_CALLS_IN_FLIGHT,
                                  max_restarts=0)(ModelServer)
-        handle = actor_class.options(name=name).remote(model, config.base_url)
+        handle = actor_class.options(name=name).remote(model, config.base_url, getattr(config, "precision", None))
         print(f"loading model {model} in a Ray actor ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:

@@ -1,9 +1,11 @@
 """Model backends behind one async interface, chosen by a model string.
 
-    local               the embedded SmolLM2-135M-Instruct (transformers, CPU or GPU)
-    local:PATH          any local Hugging Face model directory or GGUF file
-    ov                  the embedded model on OpenVINO GenAI (GGUF read directly, `openvino` extra)
-    ov:PATH             a GGUF file or OpenVINO IR directory on OpenVINO GenAI
+    local               the embedded SmolLM2-135M-Instruct on OpenVINO GenAI (CPU, continuous batching),
+                        precision `fast` (the GGUF read directly) or `exact` (an f32 IR: transformers' text)
+    local:PATH          a GGUF file or OpenVINO IR directory the same way; a Hugging Face directory (an
+                        RL or distillation checkpoint) goes to transformers, as hf:PATH
+    ov, ov:PATH         aliases of local, local:PATH
+    hf, hf:PATH         transformers (CPU or CUDA), one call at a time: the embedded model, a HF dir or GGUF
     scripted:FILE       replies from a file (tests, demos)
     PROVIDER/NAME       any litellm model string (openai/gpt-4o-mini, anthropic/..., ollama/...)
     openai/NAME + --base-url URL   any OpenAI-compatible server (vLLM, llama.cpp, a proxy)
@@ -12,8 +14,8 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
 
     base.py stack.py    the LLM interface; the run's stack: cache -> per-model limit -> backend
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
-    scripted.py local.py openai_compat.py litellm_backend.py openvino.py   the backends
-    batching.py admission.py prefill.py kv.py packed.py   the local model's batching engine
+    scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
+    local.py            the local model's files: the embedded GGUF, its cached f32 copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     fake_server.py      a loopback OpenAI-compatible server: a public testing utility
 """
@@ -26,8 +28,8 @@ from reinagent.errors import ConfigError
 from reinagent.llm.base import LLM, Completion, GenerationParams
 
 BACKENDS: dict[str, str] = {
-    "local": "embedded SmolLM2-135M-Instruct on transformers (local:PATH for any HF dir or GGUF)",
-    "ov": "embedded SmolLM2-135M-Instruct on OpenVINO GenAI (ov:PATH for a GGUF file or OpenVINO IR dir)",
+    "local": "embedded SmolLM2-135M-Instruct on OpenVINO GenAI (local:PATH: a GGUF file, OpenVINO IR or HF dir; alias ov)",
+    "hf": "embedded SmolLM2-135M-Instruct on transformers (hf:PATH: a HF dir or GGUF file; CUDA machines)",
     "scripted": "scripted:FILE, replies from a YAML/JSON/text file (no model)",
     "openai-compatible": "openai/NAME with --base-url URL (vLLM, llama.cpp server, proxies)",
     "litellm": "PROVIDER/NAME, any litellm model (openai/, anthropic/, gemini/, ollama/, ...)",
@@ -40,7 +42,9 @@ def backend_of(model: str, base_url: str | None = None) -> str:
     if model == "local" or model.startswith("local:"):
         return "local"
     if model == "ov" or model.startswith("ov:"):
-        return "ov"
+        return "local"  # the old name of the OpenVINO engine
+    if model == "hf" or model.startswith("hf:"):
+        return "hf"
     if model.startswith("scripted:"):
         return "scripted"
     if base_url and (model.startswith("openai/") or "/" not in model):
@@ -48,13 +52,15 @@ def backend_of(model: str, base_url: str | None = None) -> str:
     if "/" in model and not model.startswith("/"):
         return "litellm"
     raise ConfigError(
-        f"unknown model backend for {model!r}; valid: local, local:PATH, ov, ov:PATH, scripted:FILE, "
+        f"unknown model backend for {model!r}; valid: local, local:PATH, ov, ov:PATH, hf, hf:PATH, scripted:FILE, "
         "PROVIDER/NAME (litellm, e.g. openai/gpt-4o-mini), or openai/NAME with --base-url URL"
     )
 
 
-def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", api_key_env: str | None = None) -> LLM:
+def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", api_key_env: str | None = None,
+             precision: str | None = None) -> LLM:
     """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`).
+    `precision` (fast or exact, see reinagent.llm.local) applies to the OpenVINO engine only.
 
     A `base_url` server gets REINAGENT_SERVER_API_KEY or the variable `api_key_env` names, never
     a hosted provider's key (see `reinagent.llm.wire.endpoint_key`)."""
@@ -64,14 +70,21 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
 
         return ScriptedLLM(model.split(":", 1)[1])
     if kind == "local":
-        from reinagent.llm.local import LocalLLM
+        from reinagent.llm.local import existing, kind_of
 
         path = model.split(":", 1)[1] if ":" in model else None
-        return LocalLLM(path)
-    if kind == "ov":
+        if path is not None and kind_of(existing(path)) == "hf":
+            # A checkpoint of training (distillation, RL) runs on the library that wrote it.
+            from reinagent.llm.hf import HFLLM
+
+            return HFLLM(path, name=model)
         from reinagent.llm.openvino import OpenVINOLLM
 
-        return OpenVINOLLM(model.split(":", 1)[1] if ":" in model else None)
+        return OpenVINOLLM(path, precision=precision, name=model)
+    if kind == "hf":
+        from reinagent.llm.hf import HFLLM
+
+        return HFLLM(model.split(":", 1)[1] if ":" in model else None, name=model)
     if kind == "openai-compatible":
         from reinagent.llm.openai_compat import OpenAICompatLLM
 

@@ -106,6 +106,9 @@ def canonical_request(
     }
     if not params.greedy:
         sampling.update(top_p=params.top_p, seed=params.seed, rollout_id=rollout_id)
+    regex = getattr(params, "regex", None)  # a constrained call (reinagent.llm.constrained): another answer
+    if regex:
+        sampling["regex"] = regex
     return {
         "v": CACHE_VERSION,
         **identity,

@@ -117,7 +117,7 @@ class ConstrainedLLM(LLM):
         if not getattr(_innermost(inner), "supports_regex", False):
             raise ConfigError(
                 f"model {inner.name!r} cannot constrain its output; use --no-constrained, or an engine "
-                "with structured output (ov, ov:PATH)"
+                "with structured output (local, local:PATH)"
             )
         self.inner = inner
         self.name = inner.name
@@ -155,7 +155,7 @@ def actor_grammar(config, backend: LLM) -> str | None:
         return None
     if not supported:
         raise ConfigError(
-            f"--constrained needs an engine with structured output (ov, ov:PATH), not {backend.name!r}; "
+            f"--constrained needs an engine with structured output (local, local:PATH), not {backend.name!r}; "
             "or run with --no-constrained"
         )
     from reinagent.benchmarks import make

