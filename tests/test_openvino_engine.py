@@ -19,6 +19,7 @@ from reinagent.errors import ConfigError, ModelError
 from reinagent.llm import backend_of, make_llm
 from reinagent.llm.base import GenerationParams
 from reinagent.llm.constrained import (
+    ALFWORLD_CHOICES,
     ConstrainedLLM,
     ConstrainedParams,
     choice_regex,
@@ -288,15 +289,19 @@ def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
     assert "ConstrainedLLM" in _layers(actor)  # `local` is this engine now: on by default too
     actor, reflector, _ = build_models(build_config(model="hf", cache=False))
     assert actor is reflector and "ConstrainedLLM" not in _layers(actor)  # transformers: no grammar
-    # ALFWorld has no run-level grammar yet: off by default, a clear error when insisted on.
-    actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", cache=False))
+    # ALFWorld's grammar is the step's admissible commands: on by default, keyed by its name;
+    # the expert agent plays a fixed plan and gets none.
+    actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", cache_dir=str(tmp_path)), run_key="r")
+    assert "ConstrainedLLM" in _layers(actor) and actor.identity["grammar"] == ALFWORLD_CHOICES
+    actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", agent="alfworld-expert", cache=False))
     assert "ConstrainedLLM" not in _layers(actor)
 
 
 @needs_ov
 @pytest.mark.parametrize("flags,message", [
     ({"model": "hf", "constrained": True}, "needs an engine with structured output"),
-    ({"model": "ov", "benchmark": "alfworld", "constrained": True}, "no grammar for alfworld"),
+    ({"model": "ov", "benchmark": "alfworld", "agent": "alfworld-expert", "constrained": True},
+     "no grammar for alfworld alfworld-expert"),
     ({"model": "ov", "agent": "react", "rollout": "tot", "constrained": True}, "rollout tot"),
 ])
 def test_constrained_where_it_cannot_apply_is_a_config_error(flags, message):
@@ -317,3 +322,61 @@ def test_constrained_code_block_is_read_by_extract_code(ov):
     if completion.finish_reason == "stop":
         assert re.fullmatch(code_block_regex(), completion.text), completion.text
     assert extract_code(completion.text, "add").strip()
+
+
+class _RegexRecorder:
+    """A backend with structured output that records the regex of each call."""
+
+    name, default_concurrency, supports_regex = "recorder", 4, True
+
+    def __init__(self):
+        self.regexes = []
+
+    async def generate(self, messages, params, *, rollout_id=None):
+        from reinagent.llm.base import Completion
+
+        self.regexes.append(regex_of(params))
+        return Completion(text="look", prompt_tokens=1, completion_tokens=1)
+
+    async def aclose(self):
+        pass
+
+
+def test_alfworld_steps_are_held_to_the_admissible_commands_of_that_step():
+    import asyncio
+
+    from reinagent.llm.base import GenerationParams
+    from reinagent.llm.constrained import grammar_function, with_choices
+
+    inner = _RegexRecorder()
+    llm = ConstrainedLLM(inner, grammar_function(ALFWORLD_CHOICES))
+    params = GenerationParams(max_tokens=64, stop=("\n",))
+    hinted = with_choices(params, ADMISSIBLE)
+    assert (hinted.max_tokens, hinted.stop) == (64, ("\n",))  # the sampling parameters are kept
+    assert with_choices(params, []) is params  # no commands known: nothing to hold it to
+    asyncio.run(llm.generate([], hinted))
+    asyncio.run(llm.generate([], with_choices(params, ADMISSIBLE[:1])))
+    asyncio.run(llm.generate([], params))
+    assert inner.regexes == [choice_regex(ADMISSIBLE), choice_regex(ADMISSIBLE[:1]), None]
+
+
+@pytest.mark.slow
+def test_constrained_alfworld_run_takes_only_admissible_commands_or_thoughts(tmp_path):
+    """The real engine in a real ALFWorld game: every step is a thought or an admissible command
+    (measured before constraints: almost no step of the embedded model parsed to an action)."""
+    import importlib.util
+
+    if importlib.util.find_spec("alfworld") is None:  # not importorskip: importing it sets ALFWORLD_DATA
+        pytest.skip("the alfworld extra is not installed")
+    from reinagent.store import read_records
+    from tests.conftest import run_cli
+
+    run_dir = tmp_path / "run"
+    proc = run_cli("run", "--benchmark", "alfworld", "--model", "local", "--num-envs", "1", "--num-trials", "1",
+                   "--max-steps", "6", "--no-cache", "--run-dir", str(run_dir), "--quiet", timeout=900)
+    assert proc.returncode in (0, 3), proc.stderr
+    (rec,) = read_records(run_dir)
+    assert rec.error is None, rec.error
+    steps = rec.trajectory.steps
+    assert steps and all(s.thought is not None or (s.action is not None and s.valid_action) for s in steps), \
+        [(s.output, s.valid_action) for s in steps]

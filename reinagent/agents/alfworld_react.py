@@ -16,6 +16,7 @@ from reinagent.agents.base import Actor, Agent
 from reinagent.benchmarks import alfworld_prompts as prompts
 from reinagent.env import areset, astep
 from reinagent.llm.base import GenerationParams
+from reinagent.llm.constrained import with_choices
 from reinagent.memory import MemoryView
 from reinagent.records import Message, Step, Trajectory
 
@@ -143,7 +144,9 @@ class ALFWorldReactAgent(Agent):
     async def _play(self, traj: Trajectory, env: Any, info: dict[str, Any], actor: Actor) -> str:
         moves: list[str] = []
         for _ in range(self.max_steps):
-            completion = await actor.complete(traj.messages, self.params)
+            # the admissible commands ride along: a constrained actor may only pick one of them
+            params = with_choices(self.params, info.get("admissible_commands"))
+            completion = await actor.complete(traj.messages, params)
             move, step, terminated, truncated, info = await play_move(env, completion.text, info, len(traj.messages))
             traj.steps.append(step)
             if step.action is not None:

@@ -92,9 +92,32 @@ def code_block_regex(language: str = "python") -> str:
 
 @dataclass(frozen=True)
 class ConstrainedParams(GenerationParams):
-    """Sampling parameters plus the expression the whole output must match."""
+    """Sampling parameters plus the expression the whole output must match, or (ALFWorld) the
+    choices this step allows, which a constrained actor turns into `choice_regex(choices)`.
+    Backends without structured output read only the GenerationParams fields."""
 
     regex: str | None = None
+    choices: tuple[str, ...] = ()
+
+
+def with_choices(params: GenerationParams, choices: Sequence[str] | None) -> GenerationParams:
+    """`params` carrying this step's admissible commands: a hint, used only when the run's actor
+    is constrained (ALFWORLD_CHOICES below); any other backend ignores it."""
+    if not choices:
+        return params
+    base = {f: getattr(params, f) for f in ("max_tokens", "temperature", "stop", "top_p", "seed")}
+    return ConstrainedParams(**base, choices=tuple(choices))
+
+
+def alfworld_choices(messages: Sequence[Message], params: GenerationParams) -> str | None:
+    """ALFWorld's grammar: one of the admissible commands of this step (the agent attaches them
+    with `with_choices`), or a `think:` line. The choices follow from the game's state, which the
+    conversation determines, so the cache keys it by this grammar's name and the messages."""
+    choices = getattr(params, "choices", ())
+    return choice_regex(choices) if choices else None
+
+
+ALFWORLD_CHOICES = "alfworld-choices"  # the name that stands for `alfworld_choices` in cache keys
 
 
 def with_regex(params: GenerationParams, regex: str | None) -> GenerationParams:
@@ -110,10 +133,10 @@ def regex_of(params: GenerationParams) -> str | None:
 class ConstrainedLLM(LLM):
     """Every call through it gets `grammar(messages)` as its output constraint.
 
-    `grammar` is a fixed expression or a function of the conversation (ALFWorld's choice list
-    changes every step). The inner backend must declare `supports_regex = True`."""
+    `grammar` is a fixed expression or a function of the conversation and the call's parameters
+    (ALFWorld's choice list changes every step). The inner backend must declare `supports_regex = True`."""
 
-    def __init__(self, inner: LLM, grammar: str | Callable[[Sequence[Message]], str | None]):
+    def __init__(self, inner: LLM, grammar: str | Callable[[Sequence[Message], GenerationParams], str | None]):
         if not getattr(_innermost(inner), "supports_regex", False):
             raise ConfigError(
                 f"model {inner.name!r} cannot constrain its output; use --no-constrained, or an engine "
@@ -125,7 +148,7 @@ class ConstrainedLLM(LLM):
         self.grammar = grammar
 
     async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
-        regex = self.grammar(messages) if callable(self.grammar) else self.grammar
+        regex = self.grammar(messages, params) if callable(self.grammar) else self.grammar
         return await self.inner.generate(messages, with_regex(params, regex), rollout_id=rollout_id)
 
     async def aclose(self) -> None:
@@ -145,10 +168,16 @@ def _innermost(llm: LLM) -> LLM:
 _STEP_ROLLOUTS = ("react", "multi-turn")
 
 
+def grammar_function(grammar: str) -> str | Callable[[Sequence[Message], GenerationParams], str | None]:
+    """What ConstrainedLLM applies for `actor_grammar`'s answer: a regex as it is, a name its function."""
+    return alfworld_choices if grammar == ALFWORLD_CHOICES else grammar
+
+
 def actor_grammar(config, backend: LLM) -> str | None:
     """The grammar the run's actor is held to, or None. `config.constrained` None means: on when
     the backend can constrain and the agent has a grammar; True insists (a ConfigError naming
-    the way out when it cannot be done); False turns it off."""
+    the way out when it cannot be done); False turns it off. ALFWorld's answer is the name
+    ALFWORLD_CHOICES (the regex changes every step; `grammar_function` gives the function)."""
     wanted = config.constrained
     supported = bool(getattr(_innermost(backend), "supports_regex", False))
     if wanted is False or (wanted is None and not supported):
@@ -163,10 +192,13 @@ def actor_grammar(config, backend: LLM) -> str | None:
     agent = config.agent or make(config.benchmark).default_agent
     if config.benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS and config.rollout in _STEP_ROLLOUTS:
         return hotpot_regex(agent)
+    if config.benchmark == "alfworld" and agent == "react" and config.rollout in _STEP_ROLLOUTS:
+        return ALFWORLD_CHOICES
     if wanted:
         raise ConfigError(
             f"--constrained has no grammar for {config.benchmark} {agent} with rollout {config.rollout} yet; "
-            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)} and rollout {' or '.join(_STEP_ROLLOUTS)} "
+            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, or alfworld with react, and rollout "
+            f"{' or '.join(_STEP_ROLLOUTS)} "
             "(or run with --no-constrained)"
         )
     return None

@@ -39,11 +39,11 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
     llm = backend
     grammar = None
     if role == "actor":
-        from reinagent.llm.constrained import ConstrainedLLM, actor_grammar
+        from reinagent.llm.constrained import ConstrainedLLM, actor_grammar, grammar_function
 
-        grammar = actor_grammar(config, backend)
+        grammar = actor_grammar(config, backend)  # a regex, or the name of a per-step grammar
         if grammar:  # innermost: the cache below keys the grammar through the model identity
-            llm = ConstrainedLLM(llm, grammar)
+            llm = ConstrainedLLM(llm, grammar_function(grammar))
     if config.max_model_concurrency:
         from reinagent.llm.limit import LimitedLLM
 
