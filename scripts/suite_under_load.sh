@@ -35,6 +35,10 @@ case "$runs" in
   ''|*[!0-9]*|0) echo "--runs must be a positive integer, got '$runs'" >&2; exit 2 ;;
 esac
 
+# The Debian packages the tests use (bubblewrap, chromium, postgresql), as run_tests.sh does:
+# without bubblewrap the sandbox tests fail rather than skip (a benchmark refuses the weak sandbox).
+"$root/scripts/system-packages.sh"
+
 work="$(mktemp -d "${TMPDIR:-/tmp}/suite-under-load.XXXXXX")"
 hogs=()
 cleanup() {
