@@ -295,6 +295,9 @@ def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
     assert "ConstrainedLLM" in _layers(actor) and actor.identity["grammar"] == ALFWORLD_CHOICES
     actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", agent="alfworld-expert", cache=False))
     assert "ConstrainedLLM" not in _layers(actor)
+    # the coder writes one fenced block per call (its tests, then its implementation)
+    actor, _, _ = build_models(build_config(model="local", benchmark="humaneval", cache_dir=str(tmp_path)), run_key="c")
+    assert actor.identity["grammar"] == code_block_regex()
 
 
 @needs_ov

@@ -164,6 +164,8 @@ def _innermost(llm: LLM) -> LLM:
     return llm
 
 
+CODER_BENCHMARKS = ("humaneval", "mbpp")
+
 # Rollouts whose every actor call is one agent step (tot/mcts also ask the actor for values).
 _STEP_ROLLOUTS = ("react", "multi-turn")
 
@@ -194,10 +196,15 @@ def actor_grammar(config, backend: LLM) -> str | None:
         return hotpot_regex(agent)
     if config.benchmark == "alfworld" and agent == "react" and config.rollout in _STEP_ROLLOUTS:
         return ALFWORLD_CHOICES
+    if config.benchmark in CODER_BENCHMARKS and agent == "coder" and config.rollout in _STEP_ROLLOUTS:
+        # both of the coder's calls: its own tests (assert lines, which extract_tests reads inside
+        # a fence too) and the implementation (extract_code reads the fenced block)
+        return code_block_regex()
     if wanted:
         raise ConfigError(
             f"--constrained has no grammar for {config.benchmark} {agent} with rollout {config.rollout} yet; "
-            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, or alfworld with react, and rollout "
+            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, alfworld with react, or humaneval/mbpp with "
+            f"coder, and rollout "
             f"{' or '.join(_STEP_ROLLOUTS)} "
             "(or run with --no-constrained)"
         )
