@@ -123,13 +123,19 @@ def export_ir(hf_folder: Path, target: Path) -> None:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise ConfigError(f"OpenVINO IR export of {hf_folder} failed: {last}")
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "openvino_model.xml").is_file():  # not another process winning the race
-                raise
+        _publish(tmp, target, "openvino_model.xml")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _publish(tmp: Path, target: Path, marker: str) -> None:
+    """Move a finished folder into place in one rename; losing the race to another process that
+    published the same folder (its `marker` file is there) is fine."""
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        if not (target / marker).is_file():
+            raise
 
 
 def embedded_gguf() -> Path:
@@ -200,11 +206,7 @@ def convert_gguf(gguf: Path, target: Path) -> None:
             del model.config.quantization_config
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not another process winning the race
-                raise
+        _publish(tmp, target, "config.json")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
