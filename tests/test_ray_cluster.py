@@ -89,22 +89,19 @@ def two_nodes():
     common = ["--num-cpus=1", "--block", "--disable-usage-stats"]
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(subprocess.Popen([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                                       f"--temp-dir={root / 'head'}", *common], env=env, cwd=root,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and procs[0].poll() is None and _alive_nodes(address) < 1:
-            time.sleep(1)
-        if _alive_nodes(address) < 1:
-            pytest.skip(f"`ray start --head` did not bring up a node in 180 s (exit {procs[0].poll()})")
-        procs.append(subprocess.Popen([RAY, "start", f"--address={address}", f"--temp-dir={root / 'node2'}",
-                                       *common], env=env, cwd=root,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and procs[1].poll() is None and _alive_nodes(address) < 2:
-            time.sleep(1)
-        if _alive_nodes(address) < 2:
-            pytest.skip(f"`ray start --address` did not join a second node in 180 s (exit {procs[1].poll()})")
+        def start(args: list[str], nodes: int, what: str) -> None:
+            """Start one `ray start` and poll (deadline 180 s) until the cluster has `nodes` alive."""
+            proc = subprocess.Popen([RAY, "start", *args, *common], env=env, cwd=root,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(proc)
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and proc.poll() is None and _alive_nodes(address) < nodes:
+                time.sleep(1)
+            if _alive_nodes(address) < nodes:
+                pytest.skip(f"`ray start {what}` did not bring up node {nodes} in 180 s (exit {proc.poll()})")
+
+        start(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={root / 'head'}"], 1, "--head")
+        start([f"--address={address}", f"--temp-dir={root / 'node2'}"], 2, "--address")
         yield address, trace
     finally:
         for proc in reversed(procs):
