@@ -82,7 +82,10 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     from reinagent import __version__
     from reinagent.provenance import git_commit, package_versions, python_version
 
+    from reinagent.llm.constrained import resolved_constrained
+
     cfg = config.model_dump(mode="json")
+    cfg["constrained"] = resolved_constrained(config)  # None would mean "the default of whichever version resumes"
     if cfg.get("base_url"):
         cfg["base_url"] = redact(cfg["base_url"])
     return RunSpec(

@@ -39,3 +39,23 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
     actor = build_llm("local", build_config(model="local", agent="react", cache_dir=str(tmp_path)), run_key="r")
     assert actor.identity["grammar"] == hotpot_regex("react")
     assert actor.identity["precision"] in ("fast", "exact")
+
+
+@pytest.mark.parametrize(
+    ("settings", "recorded"),
+    [
+        ({"model": "local", "agent": "react"}, True),  # the default: on for the local engine
+        ({"model": "local", "agent": "react", "constrained": False}, False),
+        ({"model": "openai/gpt-4o-mini", "agent": "react"}, False),  # off for hosted models
+        ({"model": "openai/gpt-4o-mini", "agent": "react", "constrained": True}, True),  # as asked
+        ({"model": "local", "benchmark": "alfworld", "agent": "react"}, True),
+        ({"model": "local", "agent": "react", "rollout": "tot"}, False),  # no grammar for a search rollout
+    ],
+)
+def test_the_spec_records_what_the_default_came_to(settings, recorded):
+    """A resumed run must not depend on the defaults of whichever version resumes it."""
+    from reinagent.config import build_config
+    from reinagent.experiment import make_spec
+
+    spec = make_spec(build_config(**settings), [])
+    assert spec.config["constrained"] is recorded

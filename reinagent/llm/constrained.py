@@ -189,18 +189,11 @@ def actor_grammar(config, backend: LLM) -> str | None:
             f"--constrained needs an engine with structured output (local, local:PATH), not {backend.name!r}; "
             "or run with --no-constrained"
         )
-    from reinagent.benchmarks import make
+    grammar = grammar_of(config)
+    if grammar is None and wanted:
+        from reinagent.benchmarks import make
 
-    agent = config.agent or make(config.benchmark).default_agent
-    if config.benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS and config.rollout in _STEP_ROLLOUTS:
-        return hotpot_regex(agent)
-    if config.benchmark == "alfworld" and agent == "react" and config.rollout in _STEP_ROLLOUTS:
-        return ALFWORLD_CHOICES
-    if config.benchmark in CODER_BENCHMARKS and agent == "coder" and config.rollout in _STEP_ROLLOUTS:
-        # both of the coder's calls: its own tests (assert lines, which extract_tests reads inside
-        # a fence too) and the implementation (extract_code reads the fenced block)
-        return code_block_regex()
-    if wanted:
+        agent = config.agent or make(config.benchmark).default_agent
         raise ConfigError(
             f"--constrained has no grammar for {config.benchmark} {agent} with rollout {config.rollout} yet; "
             f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, alfworld with react, or humaneval/mbpp with "
@@ -208,4 +201,33 @@ def actor_grammar(config, backend: LLM) -> str | None:
             f"{' or '.join(_STEP_ROLLOUTS)} "
             "(or run with --no-constrained)"
         )
+    return grammar
+
+
+def grammar_of(config) -> str | None:
+    """The action grammar of the run's benchmark, agent and rollout, whatever the backend; None
+    when it has none."""
+    from reinagent.benchmarks import make
+
+    agent = config.agent or make(config.benchmark).default_agent
+    if config.rollout not in _STEP_ROLLOUTS:
+        return None
+    if config.benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS:
+        return hotpot_regex(agent)
+    if config.benchmark == "alfworld" and agent == "react":
+        return ALFWORLD_CHOICES
+    if config.benchmark in CODER_BENCHMARKS and agent == "coder":
+        # both of the coder's calls: its own tests (assert lines, which extract_tests reads inside
+        # a fence too) and the implementation (extract_code reads the fenced block)
+        return code_block_regex()
     return None
+
+
+def resolved_constrained(config) -> bool:
+    """What `config.constrained` None comes to for this run, so that the spec records it: on for
+    the local engine (the only one with structured output) when the agent has a grammar."""
+    if config.constrained is not None:
+        return config.constrained
+    from reinagent.llm import backend_of
+
+    return backend_of(config.actor_model, config.base_url) == "local" and grammar_of(config) is not None
