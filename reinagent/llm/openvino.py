@@ -91,6 +91,14 @@ class OVEngine:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self.pipe = None  # the pipeline, once the worker thread loaded it
+
+    def kv_cache(self) -> dict[str, float]:
+        """The KV pool as the pipeline reports it: bytes allocated now, and its peak use (0-1)."""
+        if self.pipe is None:
+            return {}
+        metrics = self.pipe.get_metrics()
+        return {"kv_cache_bytes": metrics.kv_cache_size_in_bytes, "max_cache_usage": metrics.max_cache_usage}
 
     async def submit(self, messages: list[Message], params: GenerationParams, rollout_id: str | None) -> Completion:
         loop = asyncio.get_running_loop()
@@ -149,12 +157,14 @@ class OVEngine:
     def _load(self):
         import openvino_genai as og
 
-        from reinagent.llm.local import prepare
+        from reinagent.llm.local import _env_int, prepare
 
         started = time.perf_counter()
         prepared = prepare(self.source, self.precision, self.cache_root)
         scheduler = og.SchedulerConfig()
-        scheduler.cache_size = _CACHE_GB
+        # The KV pool grows on demand up to this size and is never given back: the RSS of a run
+        # with longer prompts (REFLEXION's memory) climbs to it and stays (perf/kv_pool.py).
+        scheduler.cache_size = max(1, _env_int("REINAGENT_OV_CACHE_GB", _CACHE_GB))  # whole GB
         scheduler.max_num_seqs = self.max_batch
         scheduler.enable_prefix_caching = True  # actor turns share the few-shot prompt
         scheduler.dynamic_split_fuse = True
@@ -167,7 +177,7 @@ class OVEngine:
         threads = os.environ.get("REINAGENT_OV_THREADS")
         if threads:
             properties["INFERENCE_NUM_THREADS"] = int(threads)
-        pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
+        pipe = self.pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
         tokenizer = pipe.get_tokenizer()
         self.info = {
             "source": prepared.source, "path": str(prepared.path),
