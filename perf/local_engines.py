@@ -10,7 +10,9 @@ Engines: `local-fast` (our OpenVINO GenAI adapter, `--model local --precision fa
 GGUF read directly, Q4_1 weights), `local-exact` (`--precision exact`: the f32 IR export, made and
 cached on first use with optimum-intel, or the IR directory given with --ir), `local-bf16` (the IR
 with the CPU plugin's default precision, needs --ir), `hf` (our transformers engine, one call at a
-time) and `transformers` (plain `generate`, batched with left padding for the concurrent figure). Each engine runs in its own child process so that its
+time), `transformers` (plain `generate`, batched with left padding for the concurrent figure), and
+the peers that are installed (perf/peer_engines.py: `ct2-f32`, `ct2-int8` for CTranslate2,
+`ort-genai` for ONNX Runtime GenAI). Each engine runs in its own child process so that its
 load time and peak RSS are its own. Workload: 8 different chat prompts of about 300 tokens,
 `--new-tokens` new tokens each, greedy, no stop string; "single" runs them one after the other,
 "8 concurrent" all at once. Tokens/s = generated tokens / wall seconds. Agreement = how many of the
@@ -106,6 +108,12 @@ def run_transformers(new_tokens: int) -> dict:
 def child(engine: str, new_tokens: int, ir: str | None) -> None:
     if engine == "transformers":
         result = run_transformers(new_tokens)
+    elif engine in PEERS:
+        import peer_engines
+
+        result = {"ct2-f32": lambda: peer_engines.run_ctranslate2(new_tokens, "float32"),
+                  "ct2-int8": lambda: peer_engines.run_ctranslate2(new_tokens, "int8"),
+                  "ort-genai": lambda: peer_engines.run_ort_genai(new_tokens)}[engine]()
     elif engine == "hf":
         from reinagent.llm.hf import HFLLM
 
@@ -119,8 +127,15 @@ def child(engine: str, new_tokens: int, ir: str | None) -> None:
     print("RESULT " + json.dumps(result))
 
 
+PEERS = {"ct2-f32": "ctranslate2", "ct2-int8": "ctranslate2", "ort-genai": "onnxruntime_genai"}  # perf/peer_engines.py
+
+
 def table(args) -> None:
-    engines = args.engines.split(",") if args.engines else ["transformers", "local-fast", "local-exact", *(["local-bf16"] if args.ir else []), "hf"]
+    import importlib.util
+
+    installed = [e for e, module in PEERS.items() if importlib.util.find_spec(module)]
+    engines = args.engines.split(",") if args.engines else [
+        "transformers", "local-fast", "local-exact", *(["local-bf16"] if args.ir else []), "hf", *installed]
     results = {}
     for engine in engines:
         cmd = [sys.executable, __file__, "--child", engine, "--new-tokens", str(args.new_tokens)] + (["--ir", args.ir] if args.ir else [])
@@ -181,7 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--ir", help="an OpenVINO IR export of the same model (optimum-cli export openvino)")
-    parser.add_argument("--engines", help="comma-separated subset: transformers,local-fast,local-exact,local-bf16,hf")
+    parser.add_argument("--engines", help="comma-separated subset: transformers,local-fast,local-exact,local-bf16,hf,ct2-f32,ct2-int8,ort-genai")
     parser.add_argument("--parse-rate", type=int, metavar="N", help="measure valid actions on N HotpotQA tasks")
     parser.add_argument("--max-steps", type=int, default=4, help="ReAct step budget for --parse-rate")
     parser.add_argument("--child", help=argparse.SUPPRESS)
