@@ -1,8 +1,7 @@
 """Peer CPU engines for perf/local_engines.py: CTranslate2 and ONNX Runtime GenAI.
 
-Neither is a dependency of reinagent (`pip install ctranslate2 onnxruntime-genai onnx onnx-ir`
-to measure them). Both read the same dequantised HF copy of the embedded GGUF that transformers
-uses, converted once into `$REINAGENT_CACHE_DIR/models/peers/` (CTranslate2's converter; ONNX
+Neither is a dependency of reinagent (`pip install -e '.[peers]'` to measure them). Both read
+the same dequantised HF copy of the embedded GGUF that transformers uses, converted once into `$REINAGENT_CACHE_DIR/models/peers/` (CTranslate2's converter; ONNX
 Runtime GenAI's model builder, fp32, CPU). Neither does continuous batching: the "8 concurrent"
 figure is CTranslate2's static batch of 8 (`generate_batch`) and, for ONNX Runtime GenAI, 8
 generators stepped from 8 threads.
