@@ -85,7 +85,6 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     from reinagent.llm.constrained import resolved_constrained
 
     cfg = config.model_dump(mode="json")
-    cfg["constrained"] = resolved_constrained(config)  # None would mean "the default of whichever version resumes"
     if cfg.get("base_url"):
         cfg["base_url"] = redact(cfg["base_url"])
     return RunSpec(
@@ -98,7 +97,8 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         git_commit=git_commit(),
         hostname=socket.gethostname(),
         command=[redact(a) for a in sys.argv],
-        settings=settings or {},
+        # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
+        settings={**(settings or {}), "constrained": resolved_constrained(config)},
     )
 
 

@@ -120,6 +120,16 @@ def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in given.items() if spec.config.get(k) != _shown(k, v)}
 
 
+def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:
+    """Defaults the run resolved when it started, so that a resume does not take this version's:
+    `constrained` (what None came to, in spec.settings), unless the resume changes the model or
+    its server, for which the default is worked out afresh."""
+    if spec.config.get("constrained") is not None or {"model", "base_url"} & plan.settings.keys():
+        return {}
+    recorded = spec.settings.get("constrained")
+    return {} if recorded is None else {"constrained": recorded}
+
+
 def _shown(name: str, value: Any) -> Any:
     """As spec.json holds it: URLs without credentials."""
     return redact(value) if name in ("base_url", "env_url") and isinstance(value, str) else value

@@ -139,7 +139,7 @@ def resume_experiment(
     the run to another endpoint or model (--base-url, --model, ...; resuming.OVERRIDABLE) and are
     recorded in the spec's history; see resuming.py. With `store` (a URL), `run_dir` is the run's id
     in that store."""
-    from reinagent.resuming import plan_resume, with_change
+    from reinagent.resuming import plan_resume, recorded_settings, with_change
     from reinagent.stores import is_directory, open_store
 
     db = None
@@ -158,7 +158,7 @@ def resume_experiment(
     try:
         plan = plan_resume(spec, records, num_trials=num_trials, from_trial=from_trial,
                            retry_errors=retry_errors, overrides=overrides)
-        config = RunConfig(**{**spec.config, **plan.settings, "num_trials": plan.num_trials})
+        config = RunConfig(**{**spec.config, **recorded_settings(spec, plan), **plan.settings, "num_trials": plan.num_trials})
         config, bench, _ = prepare(config)
         preflight(config, resuming=True)
         by_id = {t.task_id: t for t in bench.load_tasks(config.split)}

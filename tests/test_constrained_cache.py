@@ -50,6 +50,7 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
         ({"model": "openai/gpt-4o-mini", "agent": "react", "constrained": True}, True),  # as asked
         ({"model": "local", "benchmark": "alfworld", "agent": "react"}, True),
         ({"model": "local", "agent": "react", "rollout": "tot"}, False),  # no grammar for a search rollout
+        ({"model": "policy:local", "agent": "react"}, False),  # the RL trainer's own name for its policy
     ],
 )
 def test_the_spec_records_what_the_default_came_to(settings, recorded):
@@ -58,4 +59,27 @@ def test_the_spec_records_what_the_default_came_to(settings, recorded):
     from reinagent.experiment import make_spec
 
     spec = make_spec(build_config(**settings), [])
-    assert spec.config["constrained"] is recorded
+    assert spec.settings["constrained"] is recorded
+    assert spec.config["constrained"] == settings.get("constrained")  # what was asked stays as asked
+
+
+def test_a_hugging_face_directory_is_not_constrained(tmp_path):
+    """local:HF_DIR runs on transformers, which has no structured output."""
+    from reinagent.config import build_config
+    from reinagent.experiment import make_spec
+
+    (tmp_path / "config.json").write_text("{}")
+    assert make_spec(build_config(model=f"local:{tmp_path}", agent="react"), []).settings["constrained"] is False
+
+
+def test_a_resume_keeps_the_recorded_default_unless_the_model_changes():
+    from reinagent.config import build_config
+    from reinagent.experiment import make_spec
+    from reinagent.resuming import ResumePlan, recorded_settings
+
+    spec = make_spec(build_config(model="local", agent="react"), [])
+    assert recorded_settings(spec, ResumePlan(num_trials=3)) == {"constrained": True}
+    moved = ResumePlan(num_trials=3, settings={"model": "openai/gpt-4o-mini"})
+    assert recorded_settings(spec, moved) == {}  # worked out afresh for the new model
+    asked = make_spec(build_config(model="local", agent="react", constrained=False), [])
+    assert recorded_settings(asked, ResumePlan(num_trials=3)) == {}  # the config says it already

@@ -224,10 +224,21 @@ def grammar_of(config) -> str | None:
 
 
 def resolved_constrained(config) -> bool:
-    """What `config.constrained` None comes to for this run, so that the spec records it: on for
-    the local engine (the only one with structured output) when the agent has a grammar."""
+    """What `config.constrained` None comes to for this run's actor, for the spec to record: on for
+    the OpenVINO engine (`local`, `local:FILE.gguf`, `local:IR_DIR`: the only one with structured
+    output) when the agent has a grammar; off for everything else, a HF directory included."""
     if config.constrained is not None:
         return config.constrained
-    from reinagent.llm import backend_of
+    from pathlib import Path
 
-    return backend_of(config.actor_model, config.base_url) == "local" and grammar_of(config) is not None
+    from reinagent.llm import backend_of
+    from reinagent.llm.local import kind_of
+
+    try:
+        backend = backend_of(config.actor_model, config.base_url)
+    except ConfigError:  # a name only the caller knows (the RL trainer's policy): no grammar engine
+        return False
+    _, _, path = config.actor_model.partition(":")
+    if backend != "local" or (path and kind_of(Path(path).expanduser()) == "hf"):
+        return False
+    return grammar_of(config) is not None
