@@ -252,6 +252,26 @@ def test_workers_are_reused_and_closed(pool):
 
 
 @needs_alfworld
+def test_a_worker_is_retired_after_its_games():
+    """A worker's memory grows with the games it loads: after games_per_worker episodes it is
+    stopped and the next episode gets a fresh process."""
+    from reinagent.benchmarks.alfworld_env import WorkerPool
+
+    pool = WorkerPool(1, games_per_worker=2)
+    try:
+        pids = []
+        for index in range(3):
+            env = _env(pool, index=index)
+            env.reset()
+            pids.append(env.worker_pid)
+            env.close()
+        assert pids[0] == pids[1] != pids[2]
+        assert not _alive(pids[0]) and pool.pids == [pids[2]]
+    finally:
+        pool.close()
+
+
+@needs_alfworld
 def test_a_crashed_episode_leaves_nothing_behind(pool):
     from reinagent.benchmarks.alfworld_env import WorkerError
 
