@@ -80,9 +80,8 @@ def default_run_dir(config: RunConfig) -> Path:
 
 def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None) -> RunSpec:
     from reinagent import __version__
-    from reinagent.provenance import git_commit, package_versions, python_version
-
     from reinagent.llm.constrained import resolved_constrained
+    from reinagent.provenance import git_commit, package_versions, python_version
 
     cfg = config.model_dump(mode="json")
     if cfg.get("base_url"):

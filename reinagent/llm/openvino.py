@@ -94,7 +94,7 @@ class OVEngine:
         self.pipe = None  # the pipeline, once the worker thread loaded it
 
     def kv_cache(self) -> dict[str, float]:
-        """The KV pool as the pipeline reports it: bytes allocated now, and its peak use (0-1)."""
+        """The KV pool as the pipeline reports it: its size in bytes, and the peak share in use (percent)."""
         if self.pipe is None:
             return {}
         metrics = self.pipe.get_metrics()
