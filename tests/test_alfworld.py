@@ -251,6 +251,19 @@ def test_workers_are_reused_and_closed(pool):
     assert not _alive(pid) and pool.pids == []
 
 
+def test_worker_counts_from_the_environment_are_checked(monkeypatch):
+    from reinagent.benchmarks.alfworld_env import default_games_per_worker, default_workers
+    from reinagent.errors import ConfigError
+
+    monkeypatch.setenv("REINAGENT_ALFWORLD_GAMES_PER_WORKER", "3")
+    assert default_games_per_worker() == 3
+    for name, read in (("REINAGENT_ALFWORLD_GAMES_PER_WORKER", default_games_per_worker),
+                       ("REINAGENT_ALFWORLD_WORKERS", default_workers)):
+        monkeypatch.setenv(name, "many")
+        with pytest.raises(ConfigError, match=name):
+            read()
+
+
 @needs_alfworld
 def test_a_worker_is_retired_after_its_games():
     """A worker's memory grows with the games it loads: after games_per_worker episodes it is

@@ -132,6 +132,8 @@ class ALFWorld(Benchmark):
         )
 
     def settings(self) -> dict[str, Any]:
+        from reinagent.benchmarks.alfworld_env import default_games_per_worker
+
         return {
             "data": "ALFWorld json_2.1.1 (valid_unseen 134, valid_seen 140, valid_train 200)",
             "data_dir": str(self.root),
@@ -139,6 +141,8 @@ class ALFWorld(Benchmark):
             "observation": "welcome banner and 'You arrive at loc N.' prefix removed (as in ReAct)",
             "success": "info['won']",
             "default_max_steps": DEFAULT_MAX_STEPS,
+            # read here, before any episode, so that a bad REINAGENT_ALFWORLD_GAMES_PER_WORKER is one line
+            "games_per_worker": default_games_per_worker(),
         }
 
     def close(self) -> None:

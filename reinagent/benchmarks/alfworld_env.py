@@ -118,22 +118,25 @@ def _spawn() -> _Worker:
 
 def default_workers() -> int:
     """REINAGENT_ALFWORLD_WORKERS, else 4 per CPU core, at most 32 (each worker ~100 MB)."""
-    if os.environ.get("REINAGENT_ALFWORLD_WORKERS"):
-        return max(1, int(os.environ["REINAGENT_ALFWORLD_WORKERS"]))
-    return min(32, 4 * (os.cpu_count() or 1))
+    return _env_count("REINAGENT_ALFWORLD_WORKERS", min(32, 4 * (os.cpu_count() or 1)))
 
 
 def default_games_per_worker() -> int:
     """REINAGENT_ALFWORLD_GAMES_PER_WORKER, else 10: the episodes a worker serves before it is
     replaced. A worker's memory grows with every game it loads (about 95 MB with its first game,
     then some 4 MB a game), which made the workers about half of a 134-game run's RSS."""
-    raw = os.environ.get("REINAGENT_ALFWORLD_GAMES_PER_WORKER")
+    return _env_count("REINAGENT_ALFWORLD_GAMES_PER_WORKER", 10)
+
+
+def _env_count(name: str, default: int) -> int:
+    """A positive whole number from the environment, or a ConfigError naming the variable."""
+    raw = os.environ.get(name)
     if not raw:
-        return 10
+        return default
     if not raw.strip().isdigit():
         from reinagent.errors import ConfigError
 
-        raise ConfigError(f"REINAGENT_ALFWORLD_GAMES_PER_WORKER must be a whole number of games, got {raw!r}")
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}")
     return max(1, int(raw))
 
 
