@@ -44,3 +44,16 @@ def choices(names) -> str:
     if len(names) <= 1:
         return "".join(names)
     return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def env_count(name: str, default: int) -> int:
+    """A positive whole number from the environment variable `name` (`default` when unset), or a
+    ConfigError naming the variable: a typo in a tuning knob is one line, not a traceback."""
+    import os
+
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    if not raw.strip().isdigit():
+        raise ConfigError(f"{name} must be a whole number, got {raw!r}")
+    return max(1, int(raw))

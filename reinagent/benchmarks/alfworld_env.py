@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.env import Env, StepResult
+from reinagent.errors import env_count
 
 DEFAULT_MAX_STEPS = 50
 LOAD_TIMEOUT_S = 300.0  # loading a game is ~1 s alone; generous for a machine under load
@@ -118,26 +119,14 @@ def _spawn() -> _Worker:
 
 def default_workers() -> int:
     """REINAGENT_ALFWORLD_WORKERS, else 4 per CPU core, at most 32 (each worker ~100 MB)."""
-    return _env_count("REINAGENT_ALFWORLD_WORKERS", min(32, 4 * (os.cpu_count() or 1)))
+    return env_count("REINAGENT_ALFWORLD_WORKERS", min(32, 4 * (os.cpu_count() or 1)))
 
 
 def default_games_per_worker() -> int:
     """REINAGENT_ALFWORLD_GAMES_PER_WORKER, else 10: the episodes a worker serves before it is
     replaced. A worker's memory grows with every game it loads (about 95 MB with its first game,
     then some 4 MB a game), which made the workers about half of a 134-game run's RSS."""
-    return _env_count("REINAGENT_ALFWORLD_GAMES_PER_WORKER", 10)
-
-
-def _env_count(name: str, default: int) -> int:
-    """A positive whole number from the environment, or a ConfigError naming the variable."""
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    if not raw.strip().isdigit():
-        from reinagent.errors import ConfigError
-
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}")
-    return max(1, int(raw))
+    return env_count("REINAGENT_ALFWORLD_GAMES_PER_WORKER", 10)
 
 
 class WorkerPool:

@@ -228,13 +228,3 @@ def _remove_stale(target: Path) -> None:
 
 
 _existing = existing  # reinagent.distil.train's name for it
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None

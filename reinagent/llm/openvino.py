@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reinagent.errors import ConfigError, ModelError
+from reinagent.errors import ConfigError, ModelError, env_count
 from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
 from reinagent.llm.constrained import regex_of
 from reinagent.records import Message
@@ -59,7 +59,7 @@ class OpenVINOLLM(LLM):
         self.name = name or ("local" if path is None else f"local:{path}")
         self.source = embedded_gguf() if path is None else existing(path)
         check_exportable(self.source, self.precision)  # exact from a GGUF file, or a HF dir: optimum-intel
-        self.max_batch = max_batch or int(os.environ.get("REINAGENT_LOCAL_BATCH", "8"))
+        self.max_batch = max_batch or env_count("REINAGENT_LOCAL_BATCH", 8)
         self.default_concurrency = self.max_batch
         self._engine: OVEngine | None = None
 
@@ -157,14 +157,14 @@ class OVEngine:
     def _load(self):
         import openvino_genai as og
 
-        from reinagent.llm.local import _env_int, prepare
+        from reinagent.llm.local import prepare
 
         started = time.perf_counter()
         prepared = prepare(self.source, self.precision, self.cache_root)
         scheduler = og.SchedulerConfig()
         # The KV pool grows on demand up to this size and is never given back: the RSS of a run
         # with longer prompts (REFLEXION's memory) climbs to it and stays (perf/kv_pool.py).
-        scheduler.cache_size = max(1, _env_int("REINAGENT_OV_CACHE_GB", _CACHE_GB))  # whole GB
+        scheduler.cache_size = env_count("REINAGENT_OV_CACHE_GB", _CACHE_GB)  # whole GB
         scheduler.max_num_seqs = self.max_batch
         scheduler.enable_prefix_caching = True  # actor turns share the few-shot prompt
         scheduler.dynamic_split_fuse = True
@@ -174,9 +174,8 @@ class OVEngine:
             # f32 arithmetic and an f32 KV cache (the CPU plugin's default cache is u8)
             properties["INFERENCE_PRECISION_HINT"] = "f32"
             properties["KV_CACHE_PRECISION"] = "f32"
-        threads = os.environ.get("REINAGENT_OV_THREADS")
-        if threads:
-            properties["INFERENCE_NUM_THREADS"] = int(threads)
+        if os.environ.get("REINAGENT_OV_THREADS"):
+            properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
         pipe = self.pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
         tokenizer = pipe.get_tokenizer()
         self.info = {
