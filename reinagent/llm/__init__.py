@@ -70,11 +70,8 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
 
         return ScriptedLLM(model.split(":", 1)[1])
     if kind == "local":
-        from reinagent.llm.local import existing, kind_of
-
         path = model.split(":", 1)[1] if ":" in model else None
-        if path is not None and kind_of(existing(path)) == "hf":
-            # A checkpoint of training (distillation, RL) runs on the library that wrote it.
+        if not on_openvino(model):
             from reinagent.llm.hf import HFLLM
 
             return HFLLM(path, name=model)
@@ -92,6 +89,16 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
     from reinagent.llm.litellm_backend import LiteLLM
 
     return LiteLLM(model, api_base=base_url, api_key_env=api_key_env)
+
+
+def on_openvino(model: str) -> bool:
+    """Whether a `local` / `local:PATH` model runs on the OpenVINO engine: a GGUF file or an IR
+    directory does; a HF directory, a checkpoint of training (distillation, RL), runs on the
+    library that wrote it (transformers). ConfigError for a path that does not exist."""
+    from reinagent.llm.local import existing, kind_of
+
+    path = model.split(":", 1)[1] if ":" in model else None
+    return path is None or kind_of(existing(path)) != "hf"
 
 
 def import_litellm():

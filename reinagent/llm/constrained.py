@@ -229,16 +229,11 @@ def resolved_constrained(config) -> bool:
     output) when the agent has a grammar; off for everything else, a HF directory included."""
     if config.constrained is not None:
         return config.constrained
-    from pathlib import Path
-
-    from reinagent.llm import backend_of
-    from reinagent.llm.local import kind_of
+    from reinagent.llm import backend_of, on_openvino
 
     try:
-        backend = backend_of(config.actor_model, config.base_url)
-    except ConfigError:  # a name only the caller knows (the RL trainer's policy): no grammar engine
-        return False
-    _, _, path = config.actor_model.partition(":")
-    if backend != "local" or (path and kind_of(Path(path).expanduser()) == "hf"):
+        if backend_of(config.actor_model, config.base_url) != "local" or not on_openvino(config.actor_model):
+            return False
+    except ConfigError:  # a name only the caller knows (the RL trainer's policy), a missing path
         return False
     return grammar_of(config) is not None
