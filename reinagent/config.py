@@ -51,6 +51,9 @@ class RunConfig(BaseModel):
     # exact = an f32 OpenVINO IR exported once (optimum-intel): transformers' greedy text
     precision: Literal["fast", "exact"] = "fast"
     seed: int = 0
+    # the local engine decodes one sequence at a time without its prefix cache, so a greedy answer
+    # does not depend on what else was batched with it (docs/search.md "Reproducibility")
+    deterministic: bool = False
     cache: bool = True
     # run: only this run's own calls are replayed (a resume); shared: every run on the same model
     # and cache directory shares answers (sampled ones included). See README "Response cache".
@@ -75,6 +78,9 @@ class RunConfig(BaseModel):
     mcts_children: int = Field(default=5, gt=0)  # children sampled per expansion
     mcts_exploration: float = Field(default=1.0, ge=0.0)  # UCT exploration constant
     search_temperature: float = Field(default=1.0, ge=0.0)  # sampling temperature of tot/mcts steps
+    # how a search judges a terminal node: reward (the environment's, as Reflexion and LATS use)
+    # or value (the model's own evaluation, no gold answer); the returned path is always judged
+    search_judge: Literal["reward", "value"] = "reward"
     max_calls_per_episode: int | None = Field(default=None, gt=0)  # actor + value calls; None: unlimited
     max_tokens_per_episode: int | None = Field(default=None, gt=0)  # prompt + completion; None: unlimited
 

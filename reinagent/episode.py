@@ -34,13 +34,13 @@ async def run_episode(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
     actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg))
+    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, exp.reflector)
     try:
-        episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, exp.reflector)
         trajectory, evaluation = await make_rollout(cfg.rollout, cfg).run(episode)
         record.trajectory = trajectory
         record.success, record.reward, record.f1 = evaluation.success, evaluation.reward, evaluation.f1
         record.answer = trajectory.answer
-        record.evaluation = evaluation.detail
+        record.evaluation = dict(evaluation.detail)
         if not evaluation.success and trial < cfg.num_trials and cfg.strategy.uses_reflections:
             attempt = exp.agent.render_attempt(task, trajectory)
             record.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
@@ -56,6 +56,8 @@ async def run_episode(
         _log_traceback(exp.store.run_dir, task.task_id, trial)
     if record.error is not None:
         record.reflection = None  # never reflect on (or remember) an attempt that was not judged
+    # how often the benchmark's judge ran: 1 for react, more where a search asked it for many paths
+    record.evaluation["benchmark_evaluations"] = episode.benchmark_evaluations
     record.finished_at = time.time()
     return record
 

@@ -97,7 +97,10 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         hostname=socket.gethostname(),
         command=[redact(a) for a in sys.argv],
         # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
-        settings={**(settings or {}), "constrained": resolved_constrained(config)},
+        # deterministic: the local engine decoded one sequence at a time (greedy text independent
+        # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
+        settings={**(settings or {}), "constrained": resolved_constrained(config),
+                  "deterministic": config.deterministic, "sampling_seeds": "per-call"},
     )
 
 

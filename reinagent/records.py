@@ -26,6 +26,8 @@ class ModelCall(BaseModel):
 
     role: Role = "actor"
     model: str = ""
+    rollout_id: str | None = None  # the call's place: "{task}/trial{k}/..." (a search's tree position)
+    seed: int | None = None  # the seed a sampled call was sent (None: greedy)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
@@ -80,8 +82,12 @@ class Step(BaseModel):
 class SearchNode(BaseModel):
     """One node of a search rollout's tree (ToT, MCTS): the step that led to it and what the search
     learnt about it. Node 0 is the root (the task's first observation; no action). `value` is the
-    LLM value estimate (or the fraction of internal tests passed), `reward` the benchmark's verdict
-    on a terminal node, `reflection` the self-reflection written on a failed terminal node."""
+    LLM value estimate (the mean of `value_samples`, the judgements' texts; or the fraction of
+    internal tests passed), `q` MCTS's backed-up value (it starts at `value` and averages in the
+    return of every simulation through the node), `visits` how many simulations passed through it,
+    `reward` the search's judge's verdict on a terminal node (the benchmark's reward, the model's
+    own value under `--search-judge value`, or the internal tests' pass rate for programming;
+    `success`: reward 1), `reflection` the self-reflection written on a failed terminal node."""
 
     id: int
     parent: int | None = None
@@ -91,6 +97,8 @@ class SearchNode(BaseModel):
     action: str | None = None
     observation: str | None = None
     value: float | None = None
+    value_samples: list[str] = Field(default_factory=list)
+    q: float | None = None
     visits: int = 0
     reward: float | None = None
     terminal: bool = False

@@ -37,7 +37,7 @@ class Reflector:
 
     async def reflect(self, attempt: str, *, rollout_id: str) -> tuple[str, ModelCall]:
         completion = await self.llm.generate(self.prompt(attempt), self.params, rollout_id=rollout_id)
-        return clean_reflection(completion.text), completion.to_call("reflector")
+        return clean_reflection(completion.text), completion.to_call("reflector", self.params, rollout_id)
 
 
 def clean_reflection(text: str) -> str:

@@ -340,22 +340,21 @@ def test_a_model_error_mid_search_is_the_trials_error_and_keeps_the_tree(tmp_pat
 
 
 def test_siblings_get_distinct_seeds_that_replay():
-    """A server that honours `seed` (vLLM) must not answer every sibling alike; a replay asks the
-    same seeds again (they are part of the cache key)."""
-    seeds = []
+    """A server that honours `seed` (vLLM) must not answer every sibling alike: each sampled call
+    records the seed its backend is sent, derived from its place; a replay records the same ones."""
+    from reinagent.llm.base import sampling_seed
 
-    class Seeds(PromptModel):
-        async def generate(self, messages, params, *, rollout_id=None):
-            seeds.append((rollout_id, params.seed))
-            return await super().generate(messages, params, rollout_id=rollout_id)
-
+    runs = []
     for _ in range(2):
-        ep, cfg = episode(Seeds(gold(), third_sample_right), "tot", seed=7)
-        run(ep, cfg)
-    first, second = seeds[: len(seeds) // 2], seeds[len(seeds) // 2:]
+        ep, cfg = episode(PromptModel(gold(), third_sample_right), "tot", seed=7)
+        traj, _ = run(ep, cfg)
+        runs.append([(c.rollout_id, c.seed) for c in traj.calls])
+    first, second = runs
     assert first == second
     children = [s for rid, s in first if re.search(r"/c\d+$", rid)]
     assert len(children) == 5 and len(set(children)) == 5
+    assert all(s == sampling_seed(ep.agent.params.__class__(temperature=1.0, seed=7), rid) for rid, s in first
+               if re.search(r"/c\d+$", rid))
 
 
 def test_a_search_refuses_an_agent_it_cannot_step_before_any_work(tmp_path):

@@ -27,9 +27,20 @@ class BudgetExhausted(Exception):
 
 
 def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
-    """A generous estimate of a prompt's tokens (about 3 characters per token, where English BPE
-    averages 4), so that a call admitted by the token budget does not overrun it."""
-    return sum(len(m.content) for m in messages) // 3 + 8 * len(messages)
+    """A prompt's tokens when no tokenizer can count them: never fewer than a byte-level BPE
+    makes (at most one token per UTF-8 byte), plus a chat template's markers per message. Far
+    above the usual count (English averages 4 characters a token), so a budget never passes."""
+    return sum(len(m.content.encode("utf-8")) for m in messages) + TEMPLATE_TOKENS * (len(messages) + 1)
+
+
+TEMPLATE_TOKENS = 8  # a chat template's tokens around one message (role markers, separators)
+
+
+def prompt_tokens(llm: LLM | None, messages: Sequence[Message]) -> int:
+    """The tokens a call's prompt will cost: counted with the model's own tokenizer where its
+    backend has one (local, hf, tiktoken for OpenAI models), else the conservative estimate."""
+    counted = llm.count_prompt_tokens(messages) if llm is not None else None
+    return counted if counted is not None else estimate_prompt_tokens(messages)
 
 
 @dataclass
@@ -49,26 +60,30 @@ class Budget:
     def of(cls, config) -> Budget:
         return cls(getattr(config, "max_calls_per_episode", None), getattr(config, "max_tokens_per_episode", None))
 
-    def reserve(self, messages: Sequence[Message], params: GenerationParams) -> tuple[GenerationParams, int]:
+    def reserve(self, messages: Sequence[Message], params: GenerationParams,
+                llm: LLM | None = None) -> tuple[GenerationParams, int]:
         """Admit one call (raises BudgetExhausted); returns its params (max_tokens cut to what is
-        left) and the tokens reserved."""
+        left) and the tokens reserved. `llm` counts the prompt (see `prompt_tokens`)."""
         if self.max_calls is not None and self.calls + 1 > self.max_calls:
             self.exhausted = "call_budget"
             raise BudgetExhausted("call_budget")
         reserved = 0
         if self.max_tokens is not None:
-            left = self.max_tokens - self.tokens - estimate_prompt_tokens(messages)
+            prompt = prompt_tokens(llm, messages)
+            left = self.max_tokens - self.tokens - prompt
             if left < 1:
                 self.exhausted = "token_budget"
                 raise BudgetExhausted("token_budget")
             params = replace(params, max_tokens=min(params.max_tokens, left))
-            reserved = estimate_prompt_tokens(messages) + params.max_tokens
+            reserved = prompt + params.max_tokens
         self.calls += 1
         self.tokens += reserved
         return params, reserved
 
     def charge(self, reserved: int, completion: Completion | None) -> None:
         used = completion.prompt_tokens + completion.completion_tokens if completion else 0
+        if completion is not None and used == 0 and self.max_tokens is not None:
+            used = reserved  # a server that reports no usage: keep what was reserved
         self.tokens += used - reserved
         if completion is None:
             self.calls -= 1  # the call failed: it spent nothing
@@ -92,16 +107,17 @@ class Actor:
         calls: list[ModelCall] | None = None,
     ) -> Completion:
         """`calls`: where the call's usage is recorded (default: this actor's trajectory)."""
-        params, reserved = self.budget.reserve(messages, params)
+        params, reserved = self.budget.reserve(messages, params, self.llm)
         if rollout_id is None:
             self._n += 1
             rollout_id = str(self._n)
         completion = None
+        place = f"{self.rollout_id}/{rollout_id}"
         try:
-            completion = await self.llm.generate(messages, params, rollout_id=f"{self.rollout_id}/{rollout_id}")
+            completion = await self.llm.generate(messages, params, rollout_id=place)
         finally:
             self.budget.charge(reserved, completion)
-        (self.trajectory.calls if calls is None else calls).append(completion.to_call("actor"))
+        (self.trajectory.calls if calls is None else calls).append(completion.to_call("actor", params, place))
         return completion
 
     async def complete_many(self, requests: Sequence[Request]) -> list[Completion | None]:
@@ -112,7 +128,7 @@ class Actor:
         tickets: list[tuple[GenerationParams, int] | None] = []
         for req in requests:
             try:
-                tickets.append(self.budget.reserve(req.messages, req.params))
+                tickets.append(self.budget.reserve(req.messages, req.params, req.llm or self.llm))
             except BudgetExhausted:
                 tickets.append(None)
 
@@ -133,9 +149,9 @@ class Actor:
         for res in results:
             if isinstance(res, BaseException):
                 raise res
-        for req, res in zip(requests, results):  # recorded in request order, not finish order
+        for req, res, ticket in zip(requests, results, tickets):  # in request order, not finish order
             if res is not None:
-                self.trajectory.calls.append(res.to_call(req.role))
+                self.trajectory.calls.append(res.to_call(req.role, ticket[0], f"{self.rollout_id}/{req.rollout_id}"))
         return list(results)
 
 

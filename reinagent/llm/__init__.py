@@ -58,9 +58,10 @@ def backend_of(model: str, base_url: str | None = None) -> str:
 
 
 def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", api_key_env: str | None = None,
-             precision: str | None = None) -> LLM:
+             precision: str | None = None, deterministic: bool = False) -> LLM:
     """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`).
-    `precision` (fast or exact, see reinagent.llm.local) applies to the OpenVINO engine only.
+    `precision` (fast or exact, see reinagent.llm.local) applies to the OpenVINO engine only;
+    `deterministic` makes it decode one sequence at a time (greedy text independent of batching).
 
     A `base_url` server gets REINAGENT_SERVER_API_KEY or the variable `api_key_env` names, never
     a hosted provider's key (see `reinagent.llm.wire.endpoint_key`)."""
@@ -77,7 +78,7 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
             return HFLLM(path, name=model)
         from reinagent.llm.openvino import OpenVINOLLM
 
-        return OpenVINOLLM(path, precision=precision, name=model)
+        return OpenVINOLLM(path, precision=precision, name=model, deterministic=deterministic)
     if kind == "hf":
         from reinagent.llm.hf import HFLLM
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -38,9 +39,13 @@ class Completion:
     finish_reason: str | None = None
     extra: dict = field(default_factory=dict)
 
-    def to_call(self, role: Role) -> ModelCall:
+    def to_call(self, role: Role, params: GenerationParams | None = None, rollout_id: str | None = None) -> ModelCall:
+        """The call's record; with `params` and `rollout_id` it names the call's place and the
+        seed a sampling backend was sent (see `sampling_seed`)."""
         return ModelCall(
             role=role,
+            rollout_id=rollout_id,
+            seed=sampling_seed(params, rollout_id) if params is not None else None,
             model=self.model,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
@@ -73,6 +78,24 @@ class LLM(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - most backends hold nothing
         """Release connections, processes or model memory."""
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        """The prompt's tokens as this model counts them (its own tokenizer and chat template),
+        or None when this backend cannot tell (the token budget then reserves conservatively)."""
+        return None
+
+
+def call_seed(seed: int | None, rollout_id: str | None) -> int:
+    """The seed of one sampled call: the run's seed and the call's place (task, trial, role, step,
+    rollout id: all in `rollout_id`), so every sampled call draws its own stream and a rerun
+    draws the same ones. A server that honours `seed` (vLLM) would otherwise give trial 2 the
+    very answer of trial 1. The local engines use it too (the formula predates this module)."""
+    return int(hashlib.sha256(f"{seed}:{rollout_id}".encode()).hexdigest()[:8], 16)
+
+
+def sampling_seed(params: GenerationParams, rollout_id: str | None) -> int | None:
+    """What a backend sends as `seed`: None for a greedy call (nothing to seed)."""
+    return None if params.greedy else call_seed(params.seed, rollout_id)
 
 
 def strip_stop(text: str, stop: Sequence[str]) -> str:

@@ -270,6 +270,9 @@ class CachedLLM(LLM):
         log.warning("response cache %s disabled for this run: %s", self.store.path, err)
         self._broken = True
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self.inner.count_prompt_tokens(messages)
+
     async def aclose(self) -> None:
         try:
             await self.inner.aclose()

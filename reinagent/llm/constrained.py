@@ -151,6 +151,9 @@ class ConstrainedLLM(LLM):
         regex = self.grammar(messages, params) if callable(self.grammar) else self.grammar
         return await self.inner.generate(messages, with_regex(params, regex), rollout_id=rollout_id)
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self.inner.count_prompt_tokens(messages)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

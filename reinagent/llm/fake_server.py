@@ -2,7 +2,8 @@
 mock model), used by our tests, perf scripts and fault campaign, and meant for users' own tests of
 agents, rollouts and backends without a hosted model. Standard library only; safe to import.
 
-It answers `POST /v1/chat/completions` after a fixed latency, can fail chosen requests (HTTP
+It answers `POST /v1/chat/completions` after a fixed latency (with `honour_seed`, like vLLM, a
+sampled request's text is drawn from its `seed`: one seed, one answer), can fail chosen requests (HTTP
 429 with Retry-After, 5xx, a dropped connection, and broken 200s: an HTML page, invalid JSON,
 `message: null`, no choices, a body cut short) and records every request it saw, with the
 Authorization header it carried and when it arrived and was answered, so retries, key routing,
@@ -51,9 +52,13 @@ class _Server(ThreadingHTTPServer):
 class FakeOpenAIServer:
     def __init__(self, *, latency_s: float = 0.0, reply: Reply = default_reply,
                  faults: Faults | None = None, fault_when: Callable[[dict[str, Any]], str | None] | None = None,
-                 retry_after_s: float = 0.05, host: str = "127.0.0.1"):
+                 retry_after_s: float = 0.05, host: str = "127.0.0.1",
+                 honour_seed: Callable[[list[dict[str, Any]], int], str] | None = None):
         self.latency_s = latency_s
         self.reply = reply
+        # a sampled request carrying `seed`: its answer is honour_seed(messages, seed), so equal
+        # seeds give equal answers (what a seed-honouring server such as vLLM does)
+        self.honour_seed = honour_seed
         self.faults = dict(faults or {})
         self.fault_when = fault_when  # a fault chosen by the request's content (e.g. one task)
         self.retry_after_s = retry_after_s
@@ -129,7 +134,11 @@ class FakeOpenAIServer:
                     self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "fault"}},
                                {"Retry-After": str(server.retry_after_s)} if fault == "429" else {})
                     return
-                text = server.reply(body.get("messages", []))
+                seed = body.get("seed")
+                if server.honour_seed is not None and isinstance(seed, int) and body.get("temperature"):
+                    text = server.honour_seed(body.get("messages", []), seed)
+                else:
+                    text = server.reply(body.get("messages", []))
                 for stop in body.get("stop") or []:
                     if stop and stop in text:
                         text = text[: text.index(stop)]

@@ -13,7 +13,6 @@ torch and transformers are imported in the worker, when the model loads.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import threading
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ModelError
-from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.base import LLM, Completion, GenerationParams, call_seed, strip_stop
 from reinagent.records import Message
 
 # Tokens that end an assistant turn in common chat templates, beyond the tokenizer's own EOS.
@@ -61,6 +60,10 @@ class HFLLM(LLM):
         completion.model, completion.cost_usd = self.name, 0.0
         return completion
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        loaded = self._worker.loaded  # before the first call: None (the budget reserves conservatively)
+        return int(_encode(loaded.tokenizer, messages).shape[1]) if loaded is not None else None
+
     async def aclose(self) -> None:
         pass  # the model stays loaded for the process (training and RL scripts reuse it)
 
@@ -87,7 +90,7 @@ class _Worker:
             kwargs["do_sample"] = False
         else:
             kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p or 1.0)
-            torch.manual_seed(_seed(params.seed, rollout_id))  # replayable: the run's seed and the rollout
+            torch.manual_seed(call_seed(params.seed, rollout_id))  # replayable: the run's seed and the rollout
         if params.stop:
             kwargs.update(stop_strings=[s for s in params.stop if s], tokenizer=lm.tokenizer)
         with torch.no_grad():
@@ -165,10 +168,6 @@ def _encode(tokenizer, messages: Sequence[Message]):
     else:  # a base model: a plain transcript it can continue
         text = "".join(f"{m['role']}: {m['content']}\n" for m in chat) + "assistant:"
     return torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
-
-
-def _seed(seed: int | None, rollout_id: str | None) -> int:
-    return int(hashlib.sha256(f"{seed}:{rollout_id}".encode()).hexdigest()[:8], 16)
 
 
 def _ids(value: Any) -> list[int]:

@@ -55,5 +55,8 @@ class LimitedLLM(LLM):
             finally:
                 self.in_flight -= 1
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self.inner.count_prompt_tokens(messages)
+
     async def aclose(self) -> None:
         await self.inner.aclose()

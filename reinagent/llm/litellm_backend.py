@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.base import LLM, Completion, GenerationParams, sampling_seed, strip_stop
 from reinagent.llm.retry import RetryPolicy
 from reinagent.llm.wire import ChatCompletion, endpoint_key, is_provider_endpoint, validate_completion
 from reinagent.records import Message
@@ -48,6 +48,9 @@ class LiteLLM(LLM):
             kwargs["stop"] = list(params.stop[:4])
         if params.top_p is not None:
             kwargs["top_p"] = params.top_p
+        seed = sampling_seed(params, rollout_id)  # one per sampled call (its place in the run)
+        if seed is not None and _takes_seed(litellm, self.name):
+            kwargs["seed"] = seed
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self._api_key:
@@ -71,6 +74,22 @@ class LiteLLM(LLM):
             finish_reason=getattr(choice, "finish_reason", None),
             extra={"attempts": attempts} if attempts > 1 else {},
         )
+
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        from reinagent.llm.tokens import openai_prompt_tokens
+
+        if not self.name.startswith("openai/"):
+            return None  # another provider's tokenizer: the budget reserves conservatively
+        return openai_prompt_tokens(self.name.split("/", 1)[1], messages)
+
+
+def _takes_seed(litellm, model: str) -> bool:
+    """Whether the provider accepts `seed` (litellm refuses a parameter a provider lacks)."""
+    try:
+        return "seed" in (litellm.get_supported_openai_params(model=model) or ())
+    except Exception:  # noqa: BLE001 - a model litellm does not know: do not risk the call
+        return False
 
 
 def _validated(response, model: str) -> ChatCompletion:

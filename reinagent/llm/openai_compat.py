@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.base import LLM, Completion, GenerationParams, sampling_seed, strip_stop
 from reinagent.llm.retry import RetryPolicy
 from reinagent.llm.wire import ChatCompletion, endpoint_key, parse_body, validate_completion
 from reinagent.records import Message
@@ -62,7 +62,8 @@ class OpenAICompatLLM(LLM):
         self._session: Any = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
-    def _payload(self, messages: Sequence[Message], params: GenerationParams) -> dict[str, Any]:
+    def _payload(self, messages: Sequence[Message], params: GenerationParams,
+                 rollout_id: str | None = None) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.served_name,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
@@ -73,14 +74,20 @@ class OpenAICompatLLM(LLM):
             payload["stop"] = list(params.stop[:4])  # the OpenAI API takes at most 4
         if params.top_p is not None:
             payload["top_p"] = params.top_p
-        if params.seed is not None and not params.greedy:
-            payload["seed"] = params.seed
+        seed = sampling_seed(params, rollout_id)  # one per sampled call (its place in the run)
+        if seed is not None:
+            payload["seed"] = seed
         return payload
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        from reinagent.llm.tokens import openai_prompt_tokens
+
+        return openai_prompt_tokens(self.served_name, messages)
 
     async def generate(
         self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
     ) -> Completion:
-        payload = self._payload(messages, params)
+        payload = self._payload(messages, params, rollout_id)
         start = time.perf_counter()
         reply, attempts = await self.retry.call(lambda: self._post(payload), what=f"model {self.name}")
         usage = reply.usage

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import hashlib
 import importlib.util
 import itertools
 import os
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError, ModelError, env_count
-from reinagent.llm.base import LLM, Completion, GenerationParams, strip_stop
+from reinagent.llm.base import LLM, Completion, GenerationParams, call_seed, strip_stop
 from reinagent.llm.constrained import regex_of
 from reinagent.records import Message
 
@@ -50,7 +49,8 @@ class _Request:
 class OpenVINOLLM(LLM):
     supports_regex = True  # reinagent.llm.constrained.ConstrainedLLM may wrap it
 
-    def __init__(self, path: str | None = None, *, precision: str | None = None, max_batch: int | None = None, name: str | None = None):
+    def __init__(self, path: str | None = None, *, precision: str | None = None, max_batch: int | None = None,
+                 name: str | None = None, deterministic: bool = False):
         from reinagent.llm.local import check_exportable, check_precision, embedded_gguf, existing
 
         self.precision = check_precision(precision)
@@ -59,7 +59,10 @@ class OpenVINOLLM(LLM):
         self.name = name or ("local" if path is None else f"local:{path}")
         self.source = embedded_gguf() if path is None else existing(path)
         check_exportable(self.source, self.precision)  # exact from a GGUF file, or a HF dir: optimum-intel
-        self.max_batch = max_batch or env_count("REINAGENT_LOCAL_BATCH", 8)
+        # deterministic: one sequence at a time and no prefix cache, so a greedy answer depends on
+        # its prompt only, not on what else was in the batch (Q4 kernels are not batch-invariant)
+        self.deterministic = deterministic
+        self.max_batch = 1 if deterministic else max_batch or env_count("REINAGENT_LOCAL_BATCH", 8)
         self.default_concurrency = self.max_batch
         self._engine: OVEngine | None = None
 
@@ -79,12 +82,19 @@ class OpenVINOLLM(LLM):
     def load_info(self) -> dict[str, Any]:
         return dict(self._engine.info) if self._engine else {}
 
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self._engine.count(messages) if self._engine is not None else None
+
 
 class OVEngine:
     """The worker thread and its pipeline; `submit` may be called from any event loop."""
 
-    def __init__(self, source: Path, precision: str, max_batch: int, cache_root: str | None = None):
+    def __init__(self, source: Path, precision: str, max_batch: int, cache_root: str | None = None,
+                 deterministic: bool = False):
         self.source, self.precision, self.max_batch, self.cache_root = source, precision, max_batch, cache_root
+        self.deterministic = deterministic
+        self.tokenizer = None  # once loaded; shared with `count` under _tokenizer_lock
+        self._tokenizer_lock = threading.Lock()
         self.info: dict[str, Any] = {}
         self._inbox: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._ids = itertools.count(1)
@@ -99,6 +109,13 @@ class OVEngine:
             return {}
         metrics = self.pipe.get_metrics()
         return {"kv_cache_bytes": metrics.kv_cache_size_in_bytes, "max_cache_usage": metrics.max_cache_usage}
+
+    def count(self, messages: Sequence[Message]) -> int | None:
+        """The prompt's tokens as this engine will encode it (None until the model is loaded)."""
+        if self.tokenizer is None:
+            return None
+        with self._tokenizer_lock:
+            return int(_encode(self.tokenizer, list(messages)).get_shape()[-1])
 
     async def submit(self, messages: list[Message], params: GenerationParams, rollout_id: str | None) -> Completion:
         loop = asyncio.get_running_loop()
@@ -166,7 +183,7 @@ class OVEngine:
         # with longer prompts (REFLEXION's memory) climbs to it and stays (perf/kv_pool.py).
         scheduler.cache_size = env_count("REINAGENT_OV_CACHE_GB", _CACHE_GB)  # whole GB
         scheduler.max_num_seqs = self.max_batch
-        scheduler.enable_prefix_caching = True  # actor turns share the few-shot prompt
+        scheduler.enable_prefix_caching = not self.deterministic  # actor turns share the few-shot prompt
         scheduler.dynamic_split_fuse = True
         scheduler.max_num_batched_tokens = 1024
         properties: dict[str, Any] = {}
@@ -177,7 +194,7 @@ class OVEngine:
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
         pipe = self.pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
-        tokenizer = pipe.get_tokenizer()
+        tokenizer = self.tokenizer = pipe.get_tokenizer()
         self.info = {
             "source": prepared.source, "path": str(prepared.path),
             "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
@@ -188,7 +205,8 @@ class OVEngine:
         if req.future.cancelled():
             return
         try:
-            ids = _encode(tokenizer, req.messages)
+            with self._tokenizer_lock:
+                ids = _encode(tokenizer, req.messages)
             req.prompt_tokens = int(ids.get_shape()[-1])
             request_id = next(self._ids)
             req.handle = pipe.add_request(request_id, ids, _generation_config(req.params, req.rollout_id))
@@ -215,7 +233,9 @@ class OVEngine:
             outputs = req.handle.read_all()
             ids = list(outputs[0].generated_ids) if outputs else []
             reason = outputs[0].finish_reason if outputs else None
-            text = strip_stop(tokenizer.decode(ids, skip_special_tokens=True), req.params.stop)
+            with self._tokenizer_lock:
+                decoded = tokenizer.decode(ids, skip_special_tokens=True)
+            text = strip_stop(decoded, req.params.stop)
             _resolve(req, result=Completion(
                 text=text, prompt_tokens=req.prompt_tokens, completion_tokens=len(ids),
                 latency_s=time.perf_counter() - req.started,
@@ -258,17 +278,11 @@ def _generation_config(params: GenerationParams, rollout_id: str | None):
         config.temperature = params.temperature
         if params.top_p is not None:
             config.top_p = params.top_p
-        config.rng_seed = _seed(params.seed, rollout_id)
+        config.rng_seed = call_seed(params.seed, rollout_id)
     regex = regex_of(params)
     if regex:
         config.structured_output_config = og.StructuredOutputConfig(regex=regex)
     return config
-
-
-def _seed(seed: int | None, rollout_id: str | None) -> int:
-    """Replayable sampling: the run's seed and the asking rollout pick the stream."""
-    digest = hashlib.sha256(f"{seed}:{rollout_id}".encode()).hexdigest()
-    return int(digest[:8], 16)
 
 
 def _resolve(req: _Request, *, result: Completion | None = None, exc: BaseException | None = None) -> None:
@@ -295,11 +309,11 @@ _ENGINES_LOCK = threading.Lock()
 def _acquire(llm: OpenVINOLLM) -> OVEngine:
     # The cache root is part of the identity: a test with a private cache prepares its own copy.
     root = os.environ.get("REINAGENT_CACHE_DIR")
-    key = (str(llm.source.resolve()), llm.precision, llm.max_batch, root)
+    key = (str(llm.source.resolve()), llm.precision, llm.max_batch, root, llm.deterministic)
     with _ENGINES_LOCK:
         entry = _ENGINES.get(key)
         if entry is None:
-            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch, root), 0]
+            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch, root, llm.deterministic), 0]
         entry[1] += 1
         return entry[0]
 

@@ -35,7 +35,8 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
     cache: with cache_scope "run" (the default) only calls of that run are replayed."""
     kind = backend_of(model, config.base_url)
     precision = getattr(config, "precision", None)  # None until config.py has the key: the engine's default
-    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env, precision=precision)
+    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env, precision=precision,
+                       deterministic=getattr(config, "deterministic", False))
     llm = backend
     grammar = None
     if role == "actor":

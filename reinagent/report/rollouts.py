@@ -11,6 +11,10 @@ Definitions (per run, summed over a group of runs):
 - model calls and tokens: every call of every role (actor, value, reflector), tokens as made
   (prompt + completion; a call answered from the response cache counts its original tokens), so
   a replayed run compares with a fresh one;
+- benchmark judge runs: how often the benchmark's own judge (hidden tests, gold answer) ran,
+  `evaluation.benchmark_evaluations` of each record: 1 per react episode, more where a search
+  judged many paths by it (an oracle's pass@k, not one attempt); records from before it was
+  recorded count as unknown ("-" when no record of the group has it);
 - per solved task: divided by the tasks solved by the last trial (none solved: no figure).
 """
 
@@ -40,8 +44,12 @@ def rollout_stats(records: list[TrialRecord], solved_tasks: int) -> dict[str, An
     calls = [c for rec in records for c in rec.calls]
     nodes = sum(nodes_expanded(rec) for rec in records)
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+    judged = [rec.evaluation["benchmark_evaluations"] for rec in records
+              if isinstance(rec.evaluation.get("benchmark_evaluations"), int)]
     return {
         "episodes": len(records),
+        "benchmark_evaluations": sum(judged),
+        "judged_episodes": len(judged),  # records that say how often the judge ran
         "nodes_expanded": nodes,
         "calls": len(calls),
         "tokens": tokens,
@@ -58,7 +66,8 @@ def _ratios(episodes: int, nodes: int, calls: int, tokens: int, solved: int) -> 
     }
 
 
-ROLLOUT_HEADER = ["rollout", "runs", "solved [95% CI]", "episodes", "nodes expanded (per episode)",
+ROLLOUT_HEADER = ["rollout", "runs", "solved [95% CI]", "benchmark judge runs (per episode)", "episodes",
+                  "nodes expanded (per episode)",
                   "model calls per solved task", "tokens per solved task"]
 
 
@@ -70,16 +79,23 @@ def rollout_table(summaries: list[dict[str, Any]]) -> Table:
     rows = []
     for name, runs in groups.items():
         stats = [s.get("rollout_stats") or {} for s in runs]
-        total = {k: sum(st.get(k, 0) for st in stats) for k in ("episodes", "nodes_expanded", "calls", "tokens")}
+        total = {k: sum(st.get(k, 0) for st in stats)
+                 for k in ("episodes", "nodes_expanded", "calls", "tokens", "benchmark_evaluations", "judged_episodes")}
         solved = sum(st.get("solved_tasks", 0) for st in stats)
         tasks = sum(int(s.get("num_tasks") or 0) for s in runs)
         ratios = _ratios(total["episodes"], total["nodes_expanded"], total["calls"], total["tokens"], solved)
         rows.append([
-            name, str(len(runs)), format_rate(solved, tasks), str(total["episodes"]),
+            name, str(len(runs)), format_rate(solved, tasks), _judge_runs(total), str(total["episodes"]),
             f"{total['nodes_expanded']} ({_fixed(ratios['nodes_per_episode'], 1)})",
             _fixed(ratios["calls_per_solved"], 1), _fixed(ratios["tokens_per_solved"], 0),
         ])
     return ROLLOUT_HEADER, rows
+
+
+def _judge_runs(total: dict[str, int]) -> str:
+    if not total["judged_episodes"]:
+        return "-"
+    return f"{total['benchmark_evaluations']} ({total['benchmark_evaluations'] / total['judged_episodes']:.1f})"
 
 
 def _fixed(value: float | None, digits: int) -> str:

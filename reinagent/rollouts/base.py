@@ -41,6 +41,7 @@ class Episode:
     actor: Actor
     config: RunConfig
     reflector: Reflector | None = None  # search rollouts reflect on failed branches (None: the actor's model)
+    benchmark_evaluations: int = 0  # how often the benchmark's judge ran in this (task, trial)
 
     @property
     def rollout_id(self) -> str:
@@ -51,6 +52,9 @@ class Episode:
         return self.benchmark.make_env(self.task, self.config)
 
     async def evaluate(self, trajectory: Trajectory) -> Evaluation:
+        """The benchmark's verdict (hidden tests, gold answer, the game's win), counted: a search
+        that asks it for many paths is an oracle pass@k, which its record must say."""
+        self.benchmark_evaluations += 1
         return await self.benchmark.evaluate(self.task, trajectory, self.config)
 
 

@@ -3,14 +3,18 @@
 Determinism: every sampled call's rollout id is its place in the tree (given by the caller, e.g.
 "mcts/it3/n7/c2"), node ids are given in request order after each batch, and each batch's budget
 is decided before any of its calls is made; so a replayed episode (resume, response cache) makes
-the same choices whatever order concurrent answers come back in.
+the same choices whatever order concurrent answers come back in. The seed a sampling backend is
+sent is derived from the run's seed and that same place (`reinagent.llm.base.call_seed`).
+
+Judging (`judge`): a terminal node is judged by the environment's reward (`--search-judge reward`,
+the default: the feedback Reflexion and LATS both use), by the model's own value (`value`: no gold
+answer inside the search), or, for the coder, by its internal tests (the hidden tests then judge
+only the program the search returns, once). `Episode.evaluate` counts the benchmark's verdicts.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 
 from reinagent.agents.base import BudgetExhausted, Request
 from reinagent.records import Evaluation, SearchNode, Trajectory
@@ -18,15 +22,6 @@ from reinagent.reflector import Reflector, clean_reflection
 from reinagent.rollouts.base import Episode
 from reinagent.rollouts.steps import PathState, gather_in_order, make_stepper
 from reinagent.rollouts.value import Scale, mean_value, value_params, value_requests
-
-
-def seeded(req: Request) -> Request:
-    """A sampled request's seed derived from the run's seed and its place in the tree: a server
-    that honours `seed` (vLLM) would otherwise give a node's siblings one identical answer."""
-    if req.params.greedy or req.params.seed is None:
-        return req
-    digest = hashlib.sha256(f"{req.params.seed}\x00{req.rollout_id}".encode()).digest()
-    return replace(req, params=replace(req.params, seed=int.from_bytes(digest[:4], "big") >> 1))
 
 
 class Search:
@@ -42,6 +37,8 @@ class Search:
         cfg = episode.config
         self.samples = cfg.value_samples
         self.value_params = value_params(cfg.value_samples, cfg.search_temperature, cfg.seed)
+        # what judges a terminal node inside the search (see the module's docstring)
+        self.judge_by = "internal tests" if self.stepper.value_from_agent else cfg.search_judge
         self.reflector = getattr(episode, "reflector", None) or Reflector(
             episode.actor.llm, episode.benchmark.reflection_examples)
 
@@ -86,7 +83,7 @@ class Search:
         for p in parents:
             messages = self.stepper.messages(self.states[p], self.reflections)
             for j in range(n):
-                requests.append(seeded(Request(messages, self.stepper.params, key(p, j))))
+                requests.append(Request(messages, self.stepper.params, key(p, j)))
                 asked.append((p, messages))
         completions = await self.actor.complete_many(requests)
         self.note_refusal(completions)
@@ -94,45 +91,56 @@ class Search:
         states = await gather_in_order(self.stepper.advance(self.states[p], m, text) for p, m, text in made)
         return [self.add(p, s, text) for (p, _m, text), s in zip(made, states)]
 
-    async def value(self, ids: list[int], key: Callable[[int], str]) -> None:
+    async def value(self, ids: list[int], key: Callable[[int], str], *, blind: bool = False) -> None:
         """Each node's value: the agent's own score (the coder's internal pass rate) or the mean
-        of `value_samples` LLM judgements, all asked in one batch."""
+        of `value_samples` LLM judgements, all asked in one batch (their texts kept on the node).
+        `blind`: the attempt is shown without the environment's verdict (a search judged by value)."""
         if self.stepper.value_from_agent:
             for i in ids:
                 self.nodes[i].value = self.states[i].score
             return
         requests, owners = [], []
         for i in ids:
-            for req in value_requests(self.attempt(i), self.reflections, self.scale, self.samples,
+            for req in value_requests(self.attempt(i, blind=blind), self.reflections, self.scale, self.samples,
                                       self.value_params, key(i)):
-                requests.append(seeded(req))
+                requests.append(req)
                 owners.append(i)
         completions = await self.actor.complete_many(requests)
         self.note_refusal(completions)
         for i in ids:
             texts = [c.text if c is not None else None for c, o in zip(completions, owners) if o == i]
+            self.nodes[i].value_samples = [t for t in texts if t is not None]
             self.nodes[i].value = mean_value(texts)
 
-    def attempt(self, i: int) -> str:
+    def attempt(self, i: int, *, blind: bool = False) -> str:
         """The path to node i as its agent renders an attempt (what value and reflection read)."""
         state = self.states[i]
         text = self.episode.agent.render_attempt(self.episode.task, self.stepper.trajectory(state))
-        if not state.terminal:  # an ALFWorld trace ends with a verdict that an open path has not had
+        if blind or not state.terminal:  # an ALFWorld trace ends with a verdict an open path has not had
             lines = text.rstrip().splitlines()
             if lines and lines[-1].startswith("STATUS:"):
                 text = "\n".join(lines[:-1])
         return text
 
     async def judge(self, ids: list[int]) -> list[int]:
-        """The benchmark's verdict on terminal nodes; returns the ones it confirms as solved."""
-        evaluations = await gather_in_order(self.episode.evaluate(self.stepper.trajectory(self.states[i])) for i in ids)
-        solved = []
-        for i, ev in zip(ids, evaluations):
-            self.evaluations[i] = ev
-            self.nodes[i].reward, self.nodes[i].success = ev.reward, ev.success
-            if ev.success:
-                solved.append(i)
-        return solved
+        """The search's verdict on terminal nodes, by `judge_by`; returns the ones it calls solved
+        (reward 1). Only `reward` asks the benchmark (each verdict counted by the episode)."""
+        if not ids:
+            return []
+        if self.judge_by == "reward":
+            evaluations = await gather_in_order(
+                self.episode.evaluate(self.stepper.trajectory(self.states[i])) for i in ids)
+            for i, ev in zip(ids, evaluations):
+                self.evaluations[i] = ev
+                self.nodes[i].reward, self.nodes[i].success = ev.reward, ev.success
+        else:
+            if self.judge_by == "value":
+                await self.value(ids, lambda i: f"{self.name}/n{i}/judge", blind=True)
+            for i in ids:
+                node = self.nodes[i]
+                node.reward = (self.states[i].score if self.judge_by == "internal tests" else node.value) or 0.0
+                node.success = node.reward >= 1.0
+        return [i for i in ids if self.nodes[i].success]
 
     async def reflect(self, ids: list[int], prefix: str) -> None:
         """A self-reflection on each failed terminal node, for later expansions and values."""
@@ -169,9 +177,10 @@ class Search:
             traj.extra["path_end_reason"] = traj.end_reason
             traj.end_reason = self.stopped
         traj.rollout, traj.tree = self.name, list(self.nodes)
-        traj.extra["search"] = {"nodes": len(self.nodes), "reflections": len(self.reflections),
+        traj.extra["search"] = {"nodes": len(self.nodes), "reflections": len(self.reflections), "judge": self.judge_by,
                                 "replayed_actions": self.stepper.branching.replays,
                                 "chosen": self.path(best) if self.nodes else []}
+        # the benchmark judges the returned path (once; never again where the search asked it)
         evaluation = self.evaluations.get(best) if self.nodes else None
         return traj, evaluation or await self.episode.evaluate(traj)
 

@@ -5,7 +5,7 @@ is valued by the LLM (`value_samples` judgements: sure / likely / impossible), a
 `tot_keep` open paths go on. A finished path whose value is at least every open candidate's ends
 the search (nothing deeper is judged more promising); at the depth limit the best finished path
 (else the best open one) is the answer. The benchmark judges only that one path: ToT chooses by
-its own value, never by the hidden answer.
+its own value (the mean of the samples), never by the hidden answer.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class TotRollout(Rollout):
             frontier = [0]
             for depth in range(search.stepper.max_depth):
                 kids = await search.expand(frontier, cfg.tot_breadth, lambda p, j: f"tot/d{depth}/n{p}/c{j}")
-                await search.value(kids, lambda i: f"tot/n{i}")
+                await search.value(kids, lambda i: f"tot/n{i}", blind=search.judge_by == "value")
                 if search.stopped or not kids:
                     return
                 ranked = sorted(kids, key=lambda i: (-(search.nodes[i].value or 0.0), i))
