@@ -45,14 +45,15 @@ def chosen_steps() -> list[Step]:
 
 
 def search_record(task_id: str, *, success: bool, tree: list[SearchNode], calls: int,
-                  steps: list[Step] | None = None, trial: int = 1) -> TrialRecord:
+                  steps: list[Step] | None = None, trial: int = 1, judged: int | None = None) -> TrialRecord:
     model_calls = [ModelCall(role="actor", model="scripted:x", prompt_tokens=100, completion_tokens=10)
                    for _ in range(calls)]
     traj = Trajectory(messages=[Message(role="user", content=f"Question: who wrote {task_id}?")],
                       steps=steps or [], answer="B" if success else "river", end_reason="finished",
                       calls=model_calls, rollout="mcts", tree=tree)
+    evaluation = {} if judged is None else {"benchmark_evaluations": judged}
     return TrialRecord(task_id=task_id, trial=trial, success=success, reward=float(success), answer=traj.answer,
-                       trajectory=traj, started_at=T0, finished_at=T0 + 1)
+                       trajectory=traj, evaluation=evaluation, started_at=T0, finished_at=T0 + 1)
 
 
 def make_search_run(run_dir: Path, records: list[TrialRecord], num_trials: int = 1, rollout="mcts") -> Path:
@@ -128,24 +129,27 @@ def test_a_react_run_draws_no_tree(tmp_path):
 
 def test_per_rollout_table_numbers(tmp_path):
     """Two mcts runs (grouped) and an old react run whose config names no rollout."""
-    solved = search_record("a", success=True, tree=mcts_tree(), calls=4, steps=chosen_steps())
-    unsolved = search_record("b", success=False, tree=mcts_tree()[:4], calls=2)
+    solved = search_record("a", success=True, tree=mcts_tree(), calls=4, steps=chosen_steps(), judged=5)
+    unsolved = search_record("b", success=False, tree=mcts_tree()[:4], calls=2, judged=2)
     m1 = make_search_run(tmp_path / "m1", [solved, unsolved])
     m2 = make_search_run(tmp_path / "m2", [search_record("c", success=False, tree=mcts_tree()[:2], calls=1)])
     react = make_run(tmp_path / "react", COMPLETE)  # 5 tasks, 3 solved, 10 one-step episodes, 15 calls
     summaries = [r.summary for r in load([m1, react, m2])]
     assert summaries[0]["rollout"] == "mcts" and summaries[1]["rollout"] == "react"
     assert summaries[0]["rollout_stats"] == {
-        "episodes": 2, "nodes_expanded": 10, "calls": 6, "tokens": 660, "solved_tasks": 1,
+        "episodes": 2, "benchmark_evaluations": 7, "judged_episodes": 2,
+        "nodes_expanded": 10, "calls": 6, "tokens": 660, "solved_tasks": 1,
         "nodes_per_episode": 5.0, "calls_per_solved": 6.0, "tokens_per_solved": 660.0}
     header, rows = rollout_table(summaries)
     assert header[0] == "rollout" and [r[0] for r in rows] == ["mcts", "react"]
-    # mcts: 2 runs, 1 of 3 tasks, 3 episodes, 6+4+2 = 12 nodes, 7 calls x 110 tokens, per solved task
-    assert rows[0] == ["mcts", "2", "1/3 33.3% [6.1, 79.2]", "3", "12 (4.0)", "7.0", "770"]
+    # mcts: 2 runs, 1 of 3 tasks, the judge ran 5+2 times in the 2 episodes that say (m2's record is
+    # older: unknown), 3 episodes, 6+4+2 = 12 nodes, 7 calls x 110 tokens, per solved task
+    assert header[3] == "benchmark judge runs (per episode)"
+    assert rows[0] == ["mcts", "2", "1/3 33.3% [6.1, 79.2]", "7 (3.5)", "3", "12 (4.0)", "7.0", "770"]
     # react: actor 10 x 110 + reflector 5 x 70 tokens over 3 solved tasks; nodes are steps
-    assert rows[1] == ["react", "1", "3/5 60.0% [23.1, 88.2]", "10", "10 (1.0)", "5.0", "483"]
+    assert rows[1] == ["react", "1", "3/5 60.0% [23.1, 88.2]", "-", "10", "10 (1.0)", "5.0", "483"]
     md = report_markdown(summaries)
-    assert "## By rollout" in md and "| mcts | 2 | 1/3 33.3% [6.1, 79.2] | 3 | 12 (4.0) | 7.0 | 770 |" in md
+    assert "## By rollout" in md and "| mcts | 2 | 1/3 33.3% [6.1, 79.2] | 7 (3.5) | 3 | 12 (4.0) | 7.0 | 770 |" in md
     assert md.count("### Rollout") == 3
     page = report_html(load([m1, react, m2]))
     assert page.count("<table class='rollouts'>") == 4  # the comparison's and one per run
@@ -154,7 +158,7 @@ def test_per_rollout_table_numbers(tmp_path):
 def test_no_solved_task_has_no_per_solved_figure(tmp_path):
     run = make_search_run(tmp_path / "m", [search_record("b", success=False, tree=mcts_tree(), calls=2)])
     _, rows = rollout_table([load(run)[0].summary])
-    assert rows == [["mcts", "1", "0/1 0.0% [0.0, 79.3]", "1", "6 (6.0)", "-", "-"]]
+    assert rows == [["mcts", "1", "0/1 0.0% [0.0, 79.3]", "-", "1", "6 (6.0)", "-", "-"]]
 
 
 def test_task_story_names_the_tree(tmp_path):
