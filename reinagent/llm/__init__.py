@@ -17,6 +17,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
+    tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
     fake_server.py      a loopback OpenAI-compatible server: a public testing utility
 """
 
