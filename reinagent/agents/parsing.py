@@ -26,7 +26,8 @@ class ParsedAction:
     given: str = field(default="", compare=False)
 
     def __str__(self) -> str:
-        return f"{self.name.capitalize()}[{self.argument}]"
+        # as given: the env re-parses it (a Search drops the quotes, a Finish is judged as written)
+        return f"{self.name.capitalize()}[{self.given or self.argument}]"
 
 
 def split_thought_action(text: str) -> tuple[str | None, str | None]:
