@@ -18,6 +18,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "report": "reinagent.report.cli:report",
     "distil": "reinagent.distil.cli:distil",
     "check-solutions": "reinagent.programming.check:check_solutions",
+    "check-answers": "reinagent.benchmarks.answers:check_answers",
     "serve-env": "reinagent.service.cli:serve_env",
     "check-env": "reinagent.service.cli:check_env",
     "repair": "reinagent.repair:repair_command",

@@ -1,6 +1,7 @@
 """A deliberately broken env server (stdlib only, as someone's first try might look), for
 `reinagent check-env` to catch: `done` disagrees with `terminated`/`truncated`, an unknown
-session id is answered 200, a body without `action` is answered 200, `/close` never forgets.
+session id is answered 200, a body without `action` is answered 200, `/close` never forgets, an
+unknown task is created (200). GET /opened lists the sessions created and never asked to close.
 
     python -m tests.broken_env_server      # prints: serving broken on http://127.0.0.1:PORT
 """
@@ -14,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Handler(BaseHTTPRequestHandler):
     sessions: set[str] = set()
+    close_asked: set[str] = set()
 
     def log_message(self, *args) -> None:  # quiet
         pass
@@ -31,6 +33,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"status": "ok", "benchmark": "broken", "sessions": len(self.sessions)})
         elif self.path == "/tasks":
             self._send(200, {"tasks": ["a", "b"]})
+        elif self.path == "/opened":
+            self._send(200, {"opened": sorted(self.sessions - self.close_asked)})
         else:
             self._send(404, {"error": "no such endpoint"})
 
@@ -42,8 +46,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": "invalid JSON"})
             return
         if self.path == "/create":
-            if body.get("task_id") not in ("a", "b"):
-                self._send(404, {"error": "unknown task"})
+            if not isinstance(body.get("task_id"), str):  # broken: any task id is "known"
+                self._send(422, {"error": "task_id: field required"})
                 return
             sid = str(uuid.uuid4())
             self.sessions.add(sid)
@@ -55,6 +59,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, {"state": "ok", "observation": "ok", "reward": 0, "done": True,
                              "terminated": False, "truncated": False, "info": {}})
         elif self.path == "/close":
+            self.close_asked.add(str(body.get("id")))
             self._send(200, {"closed": True})  # broken: the session is never removed
         else:
             self._send(404, {"error": "no such endpoint"})

@@ -167,10 +167,17 @@ def test_seed_style_idless_flow(hotpot):
     assert hotpot.sessions() == before
 
 
-def test_check_env_passes_our_server(hotpot):
+def test_check_env_passes_our_server_and_never_touches_a_live_default_session(hotpot):
+    # a seed-style client is mid-episode on the default session: check-env must leave it alone
+    live = hotpot.post("/reset", {}).json()
+    hotpot.post("/step", {"action": "Search[something]"})
+    before = hotpot.sessions()
     proc = run_cli("check-env", hotpot.url)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "FAIL" not in proc.stdout and "PASS seed-style id-less reset/step" in proc.stdout
+    assert "FAIL" not in proc.stdout and "PASS close" in proc.stdout
+    assert hotpot.sessions() == before  # every session it opened is closed
+    again = hotpot.post("/step", {"action": "Lookup[x]"}).json()  # the same session, not reset
+    assert "observation" in again and hotpot.post("/close", {"id": live["id"]}).status_code == 200
 
 
 def test_check_env_catches_a_broken_server():
@@ -179,6 +186,7 @@ def test_check_env_catches_a_broken_server():
     try:
         url = proc.stdout.readline().rsplit(" on ", 1)[1].strip()
         out = run_cli("check-env", url)
+        opened = httpx.get(f"{url}/opened", timeout=30).json()["opened"]
     finally:
         proc.kill()
         proc.wait(60)
@@ -186,8 +194,10 @@ def test_check_env_catches_a_broken_server():
     lines = out.stdout.splitlines()
     assert "PASS health" in lines and "PASS tasks" in lines and "PASS create" in lines
     failed = {line.split(":")[0] for line in lines if line.startswith("FAIL ")}
-    assert failed == {"FAIL step", "FAIL unknown session id -> 404", "FAIL malformed body -> 422/400",
-                      "FAIL close", "FAIL seed-style id-less reset/step", "FAIL sessions released"}, out.stdout
+    assert failed == {"FAIL step", "FAIL unknown session id -> 404", "FAIL unknown task -> 404",
+                      "FAIL malformed body -> 422/400", "FAIL close"}, out.stdout
+    # its unknown-task check got a session (200) where none was due, and closed it: none left open
+    assert opened == []
     assert any("done=True but terminated=False, truncated=False" in line for line in lines)
 
 

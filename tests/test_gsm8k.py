@@ -48,21 +48,21 @@ def test_provenance_records_counts_and_checksums():
     assert (DATA / "LICENSE").read_text().startswith("MIT License")
 
 
-# reply -> the number it answers (None: no answer); see gsm8k.py's docstring for the rule
+# reply -> the answer as written (None: no answer): Finish's text (ours), else math-verify's pick
 EXTRACTION = [
     ("Thought: 9 * 2 = 18.\nAction: Finish[18]", "18"),
     ("Action: Finish[$1,234.00]", "$1,234.00"),
-    ("Finish[18 dollars]", "18"),
-    ("Finish[about 5 apples, or 8]", "8"),  # the last number inside Finish
+    ("Finish[18 dollars]", "18 dollars"),  # judged by its number (18), recorded as written
+    ("Finish[about 5 apples, or 8]", "about 5 apples, or 8"),  # math-verify reads 8 in it
     ("Thought: 3 then 4.\nAction: Finish[none]", None),  # Finish without a number is no answer
     ("So she makes 18 a day. The answer is 18.", "18"),
-    ("The answer is $70,000, not 3 houses.", "$70,000"),  # the number after the cue, not the last
+    ("The answer is $70,000, not 3 houses.", "70000"),  # the number after the cue, not the last
     ("#### -5", "-5"),
     ("16 - 3 - 4 = 9 eggs, 9 * 2 = 18", "18"),  # last number
     ("16-3-4=9", "9"),  # dashes after digits are minus signs of subtraction, not negatives
-    ("It loses $-12 overall", "$-12"),
+    ("It loses $-12 overall", "-12"),
     ("Action: Finish[3/4]", "3/4"),
-    ("She makes 52 / 4 = ", "4"),  # a division cut off by the token limit is not the number 13
+    ("She makes 52 / 4 = ", "52 / 4"),  # math-verify reads the division (13)
     ("I cannot solve this.", None),
     ("", None),
 ]

@@ -62,3 +62,36 @@ def test_env_checker_passes_for_hotpotqa_envs():
     for agent in bench.agents:
         env = bench.make_env(task, RunConfig(agent=agent, split="hard100"))
         check_env(env, ["Search[VIVA Media]", "Lookup[name]", "Finish[x]"])
+
+
+def test_success_is_the_official_em_on_the_answer_as_given():
+    # The official script removes string.punctuation (ASCII) only: “X” is not X. Success, reward and
+    # the recorded answer follow it; the lenient variant is a separate field.
+    import asyncio
+
+    from reinagent.benchmarks.hotpotqa import AnswerEnv, lenient_match
+    from reinagent.config import RunConfig
+    from reinagent.records import Trajectory
+
+    bench = make("hotpotqa")
+    task = bench.load_tasks("hard100")[0]
+    for env in (DocstoreEnv(task, max_steps=4), AnswerEnv(task, max_steps=1)):
+        env.reset()
+        *_, reward, terminated, _, info = env.step(f"Finish[“{task.answer}”]")
+        assert terminated and reward == 0.0 and info["answer"] == f"“{task.answer}”"
+        env.reset()
+        assert env.step(f'Finish["{task.answer}"]')[1] == 1.0  # ASCII quotes are punctuation: removed
+    assert not exact_match(f"“{task.answer}”", task.answer) and lenient_match(f"“{task.answer}”", task.answer)
+    config = RunConfig(benchmark="hotpotqa")
+    curly = asyncio.run(bench.evaluate(task, Trajectory(answer=f"‘{task.answer}’"), config))
+    assert not curly.success and curly.reward == 0.0 and curly.detail["em_lenient"] is True
+    plain = asyncio.run(bench.evaluate(task, Trajectory(answer=task.answer), config))
+    assert plain.success and plain.detail["em_lenient"] is True
+
+
+def test_agents_send_the_answer_as_given():
+    # the ReAct/CoT loops step the env with str(parsed action): it must keep the quotes of a Finish
+    from reinagent.agents.parsing import parse_output
+
+    _, action = parse_output("Thought: done.\nAction: Finish[“Paris”]", ("search", "lookup", "finish"))
+    assert action.argument == "Paris" and str(action) == "Finish[“Paris”]"

@@ -109,7 +109,7 @@ class CoderAgent(Agent):
                 "internal_tests_source": generation["source"],
                 "test_generation": generation["messages"],
                 "feedback": feedback,
-                "internal_pass_rate": reward,
+                "internal_pass_rate": info.get("internal_reward", reward),  # a judged env rewards the hidden verdict
                 "internal_result": info["result"],
             }
         )

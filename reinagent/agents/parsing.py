@@ -8,7 +8,7 @@ anything else is reported as invalid so the agent can show an "Invalid action" o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _LABEL = r"[*_#>\s`]*{name}(?:\s*\d+)?[*_\s`]*[:：][*_\s`]*"
 _THOUGHT = re.compile(_LABEL.format(name="thought"), re.I)
@@ -20,10 +20,14 @@ _CLOSE = {"[": "]", "(": ")"}
 @dataclass(frozen=True)
 class ParsedAction:
     name: str  # lower case, e.g. "search"
-    argument: str
+    argument: str  # quotes around it removed, straight or curly (`Search["Ed Wood"]` finds Ed Wood)
+    # the argument as written, only whitespace trimmed: what an answer is judged on (HotpotQA's
+    # official EM scores `“X”` wrong, so a Finish argument must keep its curly quotes)
+    given: str = field(default="", compare=False)
 
     def __str__(self) -> str:
-        return f"{self.name.capitalize()}[{self.argument}]"
+        # as given: the env re-parses it (a Search drops the quotes, a Finish is judged as written)
+        return f"{self.name.capitalize()}[{self.given or self.argument}]"
 
 
 def split_thought_action(text: str) -> tuple[str | None, str | None]:
@@ -61,10 +65,11 @@ def parse_call(action: str | None, names: tuple[str, ...] | None = None) -> Pars
     end = _matching_close(rest, opener, _CLOSE[opener])
     if end == -1:
         return None
-    argument = rest[:end].strip().strip("\"'`“”‘’").strip()
+    given = rest[:end].strip()
+    argument = given.strip("\"'`“”‘’").strip()
     if names is not None and name not in names:
         return None
-    return ParsedAction(name, argument)
+    return ParsedAction(name, argument, given)
 
 
 def _matching_close(text: str, opener: str, closer: str) -> int:

@@ -105,6 +105,17 @@ _SPAWNER: ThreadPoolExecutor | None = None
 _SPAWNER_LOCK = threading.Lock()
 
 
+def _forget_spawner_in_child() -> None:
+    """A forked child (Gymnasium's async vector env, multiprocessing) inherits the executor but not
+    its thread: submitting to it would wait forever. The child starts its own spawner when needed,
+    and a fresh lock (the parent's may have been held by another thread at the fork)."""
+    global _SPAWNER, _SPAWNER_LOCK
+    _SPAWNER, _SPAWNER_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner_in_child)
+
+
 def _spawn() -> _Worker:
     """A new worker, started from one long-lived thread. PR_SET_PDEATHSIG fires when the *thread*
     that started the worker exits, not only its process: a worker started from a short-lived

@@ -4,8 +4,8 @@ minutes on a laptop CPU (issue 18's proof that RL training works end to end).
 Every problem `a + b` and `a - b` with a, b in 0..9 (200 in all) is generated here, shuffled with a
 fixed seed and cut into `test` (the first 60) and `train` (the other 140): the splits are disjoint
 and the same on every machine, with no data file. The environment is GSM8K's single-step math
-environment (reinagent/benchmarks/gsm8k.py): the reply's number (Finish[...] first) is compared
-with the answer; reward 1 or 0. It is multi-turn capable: the agent can continue the conversation
+environment (reinagent/benchmarks/gsm8k.py): the reply (Finish[...] first) is judged by math-verify
+against the answer; reward 1 or 0. It is multi-turn capable: the agent can continue the conversation
 after the multi-turn rollout's "your answer is wrong" feedback (`--rollout multi-turn`), and
 reinagent.rl's token rollouts give the same feedback while training.
 """
@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 from reinagent.agents.math_cot import MathCotAgent
 from reinagent.benchmarks.base import Benchmark
-from reinagent.benchmarks.gsm8k import MathEnv, MathTask, answers_match, parse_number
+from reinagent.benchmarks.gsm8k import MathEnv, MathTask
+from reinagent.benchmarks.math_judge import judge
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices
 from reinagent.memory import MemoryView
@@ -112,10 +113,9 @@ class Arithmetic(Benchmark):
         return ArithmeticAgent(config)
 
     async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
-        success = answers_match(trajectory.answer, task.answer)
-        predicted = parse_number(trajectory.answer)
-        return Evaluation(success=success, reward=float(success),
-                          detail={"gold": task.answer, "predicted": None if predicted is None else str(predicted)})
+        verdict = judge(trajectory.answer, task.answer)
+        return Evaluation(success=verdict.success, reward=float(verdict.success),
+                          detail={"gold": task.answer, "predicted": verdict.value})
 
     def settings(self) -> dict[str, Any]:
-        return {"seed": SEED, "test_size": TEST_SIZE, "answer_rule": "as gsm8k: Finish[...] first; compared as numbers"}
+        return {"seed": SEED, "test_size": TEST_SIZE, "answer_rule": "as gsm8k: Finish[...] text, else the reply; judged by math-verify"}

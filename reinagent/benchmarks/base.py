@@ -41,6 +41,12 @@ class Benchmark(abc.ABC):
     def make_env(self, task: Task, config: RunConfig) -> Env:
         """A fresh environment for one episode of `task`."""
 
+    def make_judged_env(self, task: Task, config: RunConfig) -> Env:
+        """An environment whose reward and `info["success"]` are the benchmark's verdict, as
+        `evaluate` gives it: what `serve-env` and Gymnasium hand out, where no evaluator runs after
+        the episode. Most environments reward the verdict already; programming ones override."""
+        return self.make_env(task, config)
+
     @abc.abstractmethod
     def make_agent(self, name: str, config: RunConfig) -> Agent:
         """The agent called `name` (one of `agents`)."""

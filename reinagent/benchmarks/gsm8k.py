@@ -1,15 +1,12 @@
-"""GSM8K (Cobbe et al., 2021): grade-school math word problems, judged on the final number.
+"""GSM8K (Cobbe et al., 2021): grade-school math word problems, judged on the final answer.
 
-The environment is single-step: the agent's reply is its answer, and the number read from it is
-compared with the number after `#### ` in the dataset's solution, as numbers ("18", "18.0",
-"$18", "18.00" and "1,234" vs "1234" all match). Which number a reply gives is decided by one rule,
-in this order (`extract_answer`):
+The environment is single-step: the agent's reply is its answer, judged against the number after
+`#### ` in the dataset's solution by HuggingFace's math-verify (reinagent/benchmarks/math_judge.py):
+the text inside the last `Finish[...]` when the reply has one (ours: math-verify does not know it),
+otherwise the whole reply, where math-verify picks the answer (`\\boxed{}`, "the answer is", the
+last expression) and compares values ("18", "$18.00", "1,234" vs "1234", "\\frac{36}{2}").
 
-1. `Finish[...]`: the last number inside the brackets (`Finish[$1,234]` -> 1234);
-2. otherwise the number right after the last "#### " or "answer is"/"answer:" ("The answer is 18");
-3. otherwise the last number anywhere in the reply (the common "last number" rule).
-
-A reply with no number gets an "Invalid answer" observation (the step budget then ends the
+A reply with no answer gets an "Invalid answer" observation (the step budget then ends the
 episode unanswered, which is wrong); nothing a model writes raises.
 """
 
@@ -23,6 +20,7 @@ from typing import Any, ClassVar
 
 from reinagent.benchmarks import gsm8k_prompts as prompts
 from reinagent.benchmarks.base import Benchmark, Task
+from reinagent.benchmarks.math_judge import judge, read_answer
 from reinagent.env import Env, StepResult
 from reinagent.errors import ConfigError, choices
 from reinagent.paths import DATA_DIR
@@ -31,17 +29,8 @@ from reinagent.records import Evaluation, Trajectory
 SPLITS = {"test": "test.jsonl", "train": "train.jsonl"}
 NO_NUMBER = "Invalid answer: no number found. Reply with Finish[<number>]."
 
-# A number as people write it: an optional sign and dollar sign, thousands separators only in
-# groups of three ("1,234" but not the list "3,4"), a decimal part, a fraction written tight ("3/4";
-# "52 / 4 =" is a division, cut off, and holds 52 and 4). Never the middle of
-# a word or a decimal ("v2", the "5" of "3.5"); after a digit or ")" a dash is subtraction
-# ("16-3-4" holds 16, 3 and 4), since the match cannot start there.
-_NUMBER = re.compile(
-    r"(?<![\w.)])(?P<sign>[-−])?(?:\$\s?(?P<sign2>[-−])?)?"
-    r"(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?P<dec>\.\d+)?(?:/(?P<den>\d+)(?!\d|\.\d))?"
-)
-_FINISH = re.compile(r"finish\s*\[(?P<arg>[^\]]*)\]", re.I)
-_CUE = re.compile(r"(?:####|answer\s+is|answer\s*:)", re.I)
+# the gold answer as the dataset writes it: "18", "-5", "70,000", "$1,234.50", "3/4"
+_NUMBER = re.compile(r"([-−])?\$?(\d+(?:\.\d+)?)(?:/(\d+))?")
 _ANNOTATION = re.compile(r"<<[^>]*>>")
 
 
@@ -60,48 +49,24 @@ class MathTask(Task):
 
 # --- reading numbers -----------------------------------------------------------------------------
 
-def _numbers(text: str) -> list[tuple[str, Fraction]]:
-    """Every number in `text`, in order, as (text as written, value)."""
-    found = []
-    for m in _NUMBER.finditer(text):
-        negative = bool(m.group("sign") or m.group("sign2"))
-        whole = m.group("int").replace(",", "") + (m.group("dec") or "")
-        value = Fraction(whole)
-        if m.group("den"):
-            if int(m.group("den")) == 0:
-                continue
-            value /= int(m.group("den"))
-        found.append((m.group(0).strip(), -value if negative else value))
-    return found
-
-
 def parse_number(text: str | None) -> Fraction | None:
-    """The value of the last number in `text` ("$1,234.50" -> 2469/2), or None."""
-    numbers = _numbers(text or "")
-    return numbers[-1][1] if numbers else None
+    """The value of the last number in `text` ("$1,234.50" -> 2469/2), or None: the dataset's gold."""
+    found = _NUMBER.findall((text or "").replace(",", ""))
+    if not found:
+        return None
+    sign, whole, den = found[-1]
+    value = Fraction(whole) / (int(den) if den and int(den) else 1)
+    return -value if sign else value
 
 
 def extract_answer(reply: str | None) -> str | None:
-    """The number a reply gives as its final answer, as written (see the module docstring)."""
-    if not reply:
-        return None
-    finishes = list(_FINISH.finditer(reply))
-    if finishes:
-        numbers = _numbers(finishes[-1].group("arg"))
-        return numbers[-1][0] if numbers else None
-    cues = list(_CUE.finditer(reply))
-    if cues:
-        numbers = _numbers(reply[cues[-1].end():])
-        if numbers:
-            return numbers[0][0]
-    numbers = _numbers(reply)
-    return numbers[-1][0] if numbers else None
+    """The answer a reply gives, as written (Finish's text, else math-verify's pick), or None."""
+    return read_answer(reply)[0]
 
 
 def answers_match(prediction: str | None, gold: str) -> bool:
-    """Numeric equality of a predicted answer and the gold one; no number is never a match."""
-    value, want = parse_number(prediction), parse_number(gold)
-    return value is not None and want is not None and value == want
+    """Whether a reply (or a recorded answer) answers `gold`, by math-verify; no answer never does."""
+    return judge(prediction, gold).success
 
 
 # --- the environment -----------------------------------------------------------------------------
@@ -119,12 +84,11 @@ class MathEnv(Env):
 
     def step(self, action: str) -> StepResult:
         self.steps += 1
-        answer = extract_answer(action)
-        if answer is None:
+        verdict = judge(action, self.task.answer)
+        if verdict.answer is None:
             return NO_NUMBER, 0.0, False, self.steps >= self.max_steps, {"answer": None}
-        self.answer = answer
-        reward = float(answers_match(answer, self.task.answer))
-        return f"Answer submitted: {answer}", reward, True, False, {"answer": answer}
+        self.answer = verdict.answer
+        return f"Answer submitted: {verdict.answer}", float(verdict.success), True, False, {"answer": verdict.answer}
 
 
 # --- the benchmark -------------------------------------------------------------------------------
@@ -145,7 +109,7 @@ def _load_split(split: str) -> tuple[MathTask, ...]:
 
 class GSM8K(Benchmark):
     name: ClassVar[str] = "gsm8k"
-    description: ClassVar[str] = "GSM8K grade-school math, final number compared numerically"
+    description: ClassVar[str] = "GSM8K grade-school math, final answer judged by math-verify"
     agents: ClassVar[tuple[str, ...]] = ("cot",)
     default_agent: ClassVar[str] = "cot"
     splits: ClassVar[tuple[str, ...]] = tuple(SPLITS)
@@ -168,12 +132,9 @@ class GSM8K(Benchmark):
         return MathCotAgent(config)
 
     async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
-        success = answers_match(trajectory.answer, task.answer)
-        predicted = parse_number(trajectory.answer)
-        return Evaluation(
-            success=success, reward=float(success),
-            detail={"gold": task.answer, "predicted": None if predicted is None else str(predicted)},
-        )
+        verdict = judge(trajectory.answer, task.answer)
+        return Evaluation(success=verdict.success, reward=float(verdict.success),
+                          detail={"gold": task.answer, "predicted": verdict.value})
 
     def settings(self) -> dict[str, Any]:
-        return {"answer_rule": "Finish[...] > '####'/'answer is' > last number; compared as numbers"}
+        return {"answer_rule": "Finish[...] text, else the reply; judged by math-verify"}

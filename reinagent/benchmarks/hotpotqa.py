@@ -58,7 +58,16 @@ def normalize_answer(text: str) -> str:
 
 
 def exact_match(prediction: str | None, gold: str) -> bool:
+    """The official HotpotQA EM on the answer as given: `“X”` is not `X` (string.punctuation is ASCII)."""
     return prediction is not None and normalize_answer(prediction) == normalize_answer(gold)
+
+
+def lenient_match(prediction: str | None, gold: str) -> bool:
+    """EM after curly quotes too are dropped: a separate figure, never the success."""
+    return prediction is not None and exact_match(prediction.translate(_CURLY), gold)
+
+
+_CURLY = str.maketrans("", "", "“”‘’")
 
 
 def f1_score(prediction: str | None, gold: str) -> float:
@@ -108,10 +117,10 @@ class DocstoreEnv(Env):
         elif call.name == "lookup":
             obs = self.lookup(call.argument)
         else:
-            self.answer = call.argument
+            self.answer = call.given  # judged as given (official EM), not with its quotes stripped
             terminated = True
-            reward = float(exact_match(call.argument, self.task.answer))
-            obs = f"Episode finished, answer submitted: {call.argument}"
+            reward = float(exact_match(self.answer, self.task.answer))
+            obs = f"Episode finished, answer submitted: {self.answer}"
         truncated = not terminated and self.steps >= self.max_steps
         return obs, reward, terminated, truncated, {"answer": self.answer}
 
@@ -191,9 +200,9 @@ class AnswerEnv(Env):
         if call is None:
             obs = "Invalid action. Answer with Finish[<answer>]."
             return obs, 0.0, False, self.steps >= self.max_steps, {"answer": None}
-        self.answer = call.argument
-        reward = float(exact_match(call.argument, self.task.answer))
-        return f"Answer submitted: {call.argument}", reward, True, False, {"answer": self.answer}
+        self.answer = call.given  # judged as given (official EM), not with its quotes stripped
+        reward = float(exact_match(self.answer, self.task.answer))
+        return f"Answer submitted: {self.answer}", reward, True, False, {"answer": self.answer}
 
 
 # --- the benchmark -------------------------------------------------------------------------------
@@ -261,7 +270,7 @@ class HotpotQA(Benchmark):
         success = exact_match(trajectory.answer, task.answer)
         return Evaluation(
             success=success, reward=float(success), f1=f1_score(trajectory.answer, task.answer),
-            detail={"gold": task.answer},
+            detail={"gold": task.answer, "em_lenient": lenient_match(trajectory.answer, task.answer)},
         )
 
     def settings(self) -> dict[str, Any]:

@@ -89,12 +89,19 @@ class ProgrammingEnv(Env):
 
     The agent hands over its own tests with `set_internal_tests` before stepping; the episode
     ends after one implementation (a Reflexion trial is one implementation).
+
+    In a run the reward is the internal tests' pass rate (the benchmark's `evaluate` judges after
+    the episode). A `judged` env (what `serve-env` and Gymnasium hand out, where no evaluator runs
+    after the episode) rewards the hidden tests' verdict instead, as `info["success"]` too: `x = 1`
+    scores 0, as in-process. The internal pass rate stays in `info["internal_reward"]` and the
+    observation; of the hidden tests only the verdict and the pass count leave the trusted side.
     """
 
     blocking = True  # sandboxed runs block: agents step this env off the event loop
 
-    def __init__(self, bench: ProgrammingBenchmark, task: ProgrammingTask, config: RunConfig):
-        self.bench, self.task, self.timeout_s = bench, task, config.timeout_s
+    def __init__(self, bench: ProgrammingBenchmark, task: ProgrammingTask, config: RunConfig,
+                 judged: bool = False):
+        self.bench, self.task, self.timeout_s, self.judged = bench, task, config.timeout_s, judged
         self.internal_tests: list[str] = []
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -116,21 +123,36 @@ class ProgrammingEnv(Env):
             return None, syntax
         return ExecJob(code=build_program(self.task, action), tests=self.internal_tests, timeout_s=self.timeout_s), None
 
-    def _outcome(self, result: ExecResult | None, syntax: str | None) -> StepResult:
+    def _outcome(self, result: ExecResult | None, syntax: str | None, hidden: ExecResult | None = None) -> StepResult:
         raise_if_sandbox_failed(result)  # no feedback to show: the tests never ran
+        raise_if_sandbox_failed(hidden)
         passed = result.num_passed if result else 0
         reward = passed / len(self.internal_tests) if self.internal_tests else float(bool(result and result.passed))
-        info = {"syntax_error": syntax, "result": result.model_dump() if result else None}
+        info = {"syntax_error": syntax, "result": result.model_dump() if result else None, "internal_reward": reward}
+        if self.judged:
+            success = hidden is not None and hidden.passed
+            info.update(success=success, hidden_passed=hidden.num_passed if hidden else 0,
+                        hidden_total=len(self.task.hidden_tests))
+            reward = float(success)
         return render_feedback(result, syntax), reward, True, False, info
+
+    def _hidden_job(self, action: str, syntax: str | None) -> HiddenJob | None:
+        if not self.judged or syntax is not None or not action.strip():
+            return None
+        return self.bench.hidden_job(self.task, action, self.timeout_s)
 
     def step(self, action: str) -> StepResult:
         job, syntax = self._job(action)
-        return self._outcome(self.bench.sandbox.run(job) if job else None, syntax)
+        hidden = self._hidden_job(action, syntax)
+        return self._outcome(self.bench.sandbox.run(job) if job else None, syntax,
+                             self.bench.sandbox.judge(hidden) if hidden else None)
 
     # The async path (used by reinagent.env.astep): wait for a sandbox slot without a thread.
     async def astep(self, action: str) -> StepResult:
         job, syntax = self._job(action)
-        return self._outcome(await self.bench.sandbox.arun(job) if job else None, syntax)
+        hidden = self._hidden_job(action, syntax)
+        return self._outcome(await self.bench.sandbox.arun(job) if job else None, syntax,
+                             await self.bench.sandbox.ajudge(hidden) if hidden else None)
 
     async def areset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         return self.reset(seed=seed)
@@ -211,6 +233,10 @@ class ProgrammingBenchmark(Benchmark):
     def make_env(self, task: Task, config: RunConfig) -> Env:
         assert isinstance(task, ProgrammingTask)
         return ProgrammingEnv(self, task, config)
+
+    def make_judged_env(self, task: Task, config: RunConfig) -> Env:
+        assert isinstance(task, ProgrammingTask)
+        return ProgrammingEnv(self, task, config, judged=True)
 
     def make_agent(self, name: str, config: RunConfig) -> Agent:
         if name != "coder":

@@ -7,7 +7,12 @@
 
 `reset(seed=...)` picks the episode's task from the split with the env's seeded generator (or
 takes `task_id` from the constructor or from `options`), so a seed fixes the task and Gymnasium's
-determinism checks hold. `info["task_id"]` says which task an episode plays.
+determinism checks hold. `info["task_id"]` says which task an episode plays. The reward and
+`info["success"]` are the benchmark's verdict (`Benchmark.make_judged_env`: the hidden tests for
+programming). Each spec's `max_episode_steps` is the env's step budget (STEP_BUDGETS).
+
+Gymnasium's async vector env keeps observations in shared memory, which a Text space cannot use
+(Gymnasium fails on it): pass `vector_kwargs={"shared_memory": False}`, or use `make_vec` below.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ TEXT_CHARSET = frozenset(chr(i) for i in range(0x10000) if not 0xD800 <= i <= 0x
 MAX_OBSERVATION_CHARS = 1 << 16
 MAX_ACTION_CHARS = 1 << 12
 _SPACES: tuple[spaces.Text, spaces.Text] | None = None
+# Each benchmark's step budget in Gymnasium (the env's own, and the spec's max_episode_steps, so
+# TimeLimit and TimeAwareObservation work). Single-answer math gets 3 turns, not a run's 1: a reply
+# without a number is an observation, and an env that truncates on its first step is broken in
+# Gymnasium's eyes. A benchmark missing here keeps its own default and an open-ended spec.
+STEP_BUDGETS = {"hotpotqa": 6, "alfworld": 50, "humaneval": 1, "mbpp": 1, "gsm8k": 3, "arithmetic": 3}
 
 
 def text_spaces() -> tuple[spaces.Text, spaces.Text]:
@@ -92,7 +102,8 @@ class BenchmarkEnv(_TextEnv):
         super().__init__(task_id, render_mode)
         self.bench = load_benchmark(benchmark)
         self.config = RunConfig(benchmark=self.bench.name, agent=agent or env_agent(self.bench),
-                                split=split or self.bench.default_split, max_steps=max_steps, max_concurrency=1)
+                                split=split or self.bench.default_split,
+                                max_steps=max_steps or STEP_BUDGETS.get(self.bench.name), max_concurrency=1)
         self.bench.check_config(self.config)
         self._tasks = {t.task_id: t for t in self.bench.load_tasks(self.config.split)}
 
@@ -102,7 +113,7 @@ class BenchmarkEnv(_TextEnv):
     def _make(self, task_id: str) -> Env:
         if task_id not in self._tasks:
             raise ValueError(f"unknown task {task_id!r} in split {self.config.split!r}")
-        return self.bench.make_env(self._tasks[task_id], self.config)
+        return self.bench.make_judged_env(self._tasks[task_id], self.config)
 
     def close(self) -> None:
         self._close_episode()
@@ -142,9 +153,19 @@ def register_envs() -> None:
         env_id = f"reinagent/{name}-v1"
         if name == "remote" or env_id in gymnasium.registry:
             continue
-        gymnasium.register(env_id, entry_point="reinagent.service.gym:BenchmarkEnv", kwargs={"benchmark": name})
+        gymnasium.register(env_id, entry_point="reinagent.service.gym:BenchmarkEnv", kwargs={"benchmark": name},
+                           max_episode_steps=STEP_BUDGETS.get(name))
     if "reinagent/remote-v1" not in gymnasium.registry:
         gymnasium.register("reinagent/remote-v1", entry_point="reinagent.service.gym:RemoteEnv")
+
+
+def make_vec(env_id: str, num_envs: int = 1, vectorization_mode: str = "async", **kwargs):
+    """`gymnasium.make_vec` with `shared_memory=False` in async mode (Text spaces need it)."""
+    vector_kwargs = dict(kwargs.pop("vector_kwargs", None) or {})
+    if vectorization_mode == "async":
+        vector_kwargs.setdefault("shared_memory", False)
+    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                              vector_kwargs=vector_kwargs, **kwargs)
 
 
 register_envs()

@@ -2,18 +2,31 @@
 
 Requests ignore keys they do not know, so a client written for a later version of the protocol
 (or for the seed's `{state, reward, done}` servers) still talks to this one; responses carry
-exactly the documented keys. `state` duplicates `observation` for seed-style clients.
+exactly the documented keys. `state` duplicates `observation` for seed-style clients. The one
+exception: a key another protocol uses to name an environment or a task (AgentGym's `env_idx`,
+`data_idx`) is refused (422), since ignoring it would silently play the default session's task.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+
+#: keys with which other protocols name an environment or a task (AgentGym's "id" family)
+FOREIGN_KEYS = ("env_idx", "data_idx")
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_foreign_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and (foreign := [k for k in FOREIGN_KEYS if k in data]):
+            raise ValueError(f"key {foreign[0]!r} is another protocol's (AgentGym's); this one names a task "
+                             "by 'task_id' or 'idx' (`serve-env --protocol agentgym` speaks AgentGym's)")
+        return data
 
 
 class CreateRequest(_Request):
@@ -26,11 +39,15 @@ class ResetRequest(_Request):
     id: StrictStr | None = None  # None: the default session (the seed's id-less form)
     seed: StrictInt | None = None
     task_id: StrictStr | None = None  # id-less form only: (re)start the default session on this task
+    # id-less form only, the seed's WebEnvClient: the idx-th task of /tasks, in a default session of
+    # its own per idx (two clients with different idx never share one)
+    idx: StrictInt | None = None
 
 
 class StepRequest(_Request):
-    id: StrictStr | None = None  # None: the default session
+    id: StrictStr | None = None  # None: the default session (of `idx` when given)
     action: StrictStr
+    idx: StrictInt | None = None
     #: per-step settings an environment accepts (e.g. internal_tests for the programming envs)
     options: dict[str, Any] = Field(default_factory=dict)
 

@@ -131,7 +131,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
 
     async def reset(request: Request) -> BaseModel:
         req = await _parse(request, p.ResetRequest)
-        session = table.get(req.id) if req.id is not None else await table.default_for_reset(req.task_id)
+        session = table.get(req.id) if req.id is not None else await table.default_for_reset(req.task_id, req.idx)
         lock = await locked(session)
         try:
             obs, info = await start_episode(session, req.seed)
@@ -143,7 +143,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
 
     async def step(request: Request) -> BaseModel:
         req = await _parse(request, p.StepRequest)
-        session = table.get(req.id)
+        session = table.get(req.id, req.idx)
         lock = await locked(session)
         try:
             for name, value in req.options.items():

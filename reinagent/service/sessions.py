@@ -99,7 +99,8 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self.sessions: dict[str, Session] = {}
-        self.default_id: str | None = None  # the seed-style id-less session
+        # the seed-style id-less sessions: None for the plain form, idx for the seed's WebEnvClient
+        self.defaults: dict[int | None, str] = {}
         self._reserved = 0  # creations in progress count against the cap
         self._used = False  # the benchmark object has made envs since it was fresh
         self._empty_since = time.monotonic()
@@ -130,7 +131,7 @@ class SessionTable:
             raise Full(f"session cap reached ({self.max_sessions} open); close a session or retry later")
         self._reserved += 1
         try:
-            env = self.bench.make_env(task, config)
+            env = self.bench.make_judged_env(task, config)
         finally:
             self._reserved -= 1
         session = Session(id=str(uuid.uuid4()), task_id=task_id, env=env)
@@ -138,34 +139,48 @@ class SessionTable:
         self._used = True
         return session
 
-    def get(self, session_id: str | None) -> Session:
+    def get(self, session_id: str | None, idx: int | None = None) -> Session:
         if session_id is None:
-            if self.default_id is None or self.default_id not in self.sessions:
-                raise NotFound("no default session: POST /reset without an id first")
-            session_id = self.default_id
+            session_id = self.defaults.get(idx)
+            if session_id is None or session_id not in self.sessions:
+                which = "" if idx is None else f" for idx {idx}"
+                raise NotFound(f"no default session{which}: POST /reset without an id first")
         session = self.sessions.get(session_id)
         if session is None:
             raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
         session.last_used = time.monotonic()
         return session
 
-    async def default_for_reset(self, task_id: str | None) -> Session:
-        """The id-less reset: the default session, (re)made when a task is named or none exists."""
-        current = self.sessions.get(self.default_id) if self.default_id else None
+    def task_at(self, idx: int) -> str:
+        """The idx-th task id of /tasks (the seed's WebEnvClient names tasks by position)."""
+        ids = list(self.tasks)
+        if not 0 <= idx < len(ids):
+            raise NotFound(f"idx {idx} is out of range: GET /tasks lists {len(ids)} tasks (idx 0 to {len(ids) - 1})")
+        return ids[idx]
+
+    async def default_for_reset(self, task_id: str | None, idx: int | None = None) -> Session:
+        """The id-less reset: the default session of `idx` (None: the plain form), (re)made when a
+        task is named or none exists. The idx-th task is that session's task."""
+        if idx is not None:
+            if task_id is not None:
+                raise Invalid("give 'task_id' or 'idx', not both")
+            task_id = self.task_at(idx)
+        sid = self.defaults.get(idx)
+        current = self.sessions.get(sid) if sid else None
         if current is not None and (task_id is None or task_id == current.task_id):
             return current
         if current is not None:
             await self.close(current.id)
         session = await self.create(task_id or next(iter(self.tasks)))
-        self.default_id = session.id
+        self.defaults[idx] = session.id
         return session
 
     async def close(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)
         if session is None:
             raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
-        if session_id == self.default_id:
-            self.default_id = None
+        for key in [k for k, sid in self.defaults.items() if sid == session_id]:
+            del self.defaults[key]
         if not self.sessions:
             self._empty_since = time.monotonic()
         await aclose(session.env)

@@ -1,0 +1,61 @@
+"""Scores keep their meaning across the environment boundary (issue 27, 3-4 and 6): programming
+envs over HTTP and Gymnasium reward the hidden tests, the seed's WebEnvClient gets the task it asks
+for by `idx`, another protocol's keys are refused, non-finite rewards never reach a record."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium
+import pytest
+
+import reinagent.service.gym  # noqa: F401 - registers the ids
+from reinagent import make
+from tests.conftest import run_cli, write_script
+from tests.test_env_service import hotpot, server_factory  # noqa: F401 - fixtures
+
+NOT_A_SOLUTION = "x = 1"
+
+
+# --- 3. programming environments judge with the hidden tests --------------------------------------
+
+def test_programming_over_http_rewards_the_hidden_verdict(server_factory, tmp_path):  # noqa: F811
+    server = server_factory("--benchmark", "humaneval")
+    task = make("humaneval").all_tasks()[0]
+    sid = server.post("/create", {"task_id": task.task_id}).json()["id"]
+    server.post("/reset", {"id": sid})
+    out = server.post("/step", {"id": sid, "action": NOT_A_SOLUTION}).json()
+    # it runs without error (the internal verdict, with no internal tests, is a pass) ...
+    assert out["info"]["internal_reward"] == 1.0
+    # ... but the hidden tests fail it: reward and success say so, as in-process
+    assert out["reward"] == 0.0 and out["info"]["success"] is False and out["done"] is True
+    assert out["info"]["hidden_total"] == len(task.hidden_tests) and "hidden_tests" not in out["info"]
+    server.post("/reset", {"id": sid})
+    good = server.post("/step", {"id": sid, "action": task.header + task.canonical}).json()
+    assert good["reward"] == 1.0 and good["info"]["success"] is True
+    server.post("/close", {"id": sid})
+
+    # a whole run against the server: `x = 1` solves nothing (it scored 5/5 before)
+    model = write_script(tmp_path / "m.yaml", [], default=f"Thought: done.\nAction: {NOT_A_SOLUTION}")
+    run_dir = tmp_path / "remote"
+    proc = run_cli("run", "--benchmark", "remote", "--env-url", server.url, "--num-envs", "3",
+                   "--num-trials", "1", "--model", model, "--run-dir", str(run_dir), "--quiet", "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and not any(r["success"] for r in records)
+
+
+@pytest.mark.parametrize("env_id", ["reinagent/humaneval-v1", "reinagent/mbpp-v1"])
+def test_gymnasium_programming_env_rewards_the_hidden_verdict(env_id):
+    bench = make(env_id.split("/")[1])
+    task = bench.all_tasks()[0]
+    env = gymnasium.make(env_id, task_id=task.task_id)
+    try:
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(NOT_A_SOLUTION)
+        assert (reward, terminated, info["success"]) == (0.0, True, False)
+        env.reset(seed=0)
+        _, reward, _, _, info = env.step(task.header + task.canonical)
+        assert (reward, info["success"]) == (1.0, True)
+    finally:
+        env.close()
