@@ -31,9 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field
 
+from reinagent.config import MAX_TIMEOUT_S
+
 from reinagent.sandbox.judge import HiddenJob, judge
 from reinagent.sandbox.modes import MODE_NOTES, Mode
 from reinagent.sandbox.process import Limits, launch_and_wait, probe
+from reinagent.text import valid_data
 
 REASONS = ("passed", "failed", "syntax", "timeout", "memory", "exit", "crash", "sandbox_error")
 
@@ -43,8 +46,8 @@ class ExecJob(BaseModel):
 
     code: str
     tests: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=10.0, gt=0)  # wall clock for the whole run
-    test_timeout_s: float | None = Field(default=None, gt=0)  # per test; None: timeout_s
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # wall clock, whole run
+    test_timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # None: timeout_s
     explain: bool = True  # for a failed `assert X == Y`, report the value of X
 
 
@@ -112,7 +115,7 @@ class Sandbox:
             raise TypeError(f"Sandbox.run takes an ExecJob, not {type(job).__name__} (use judge)")
         result = launch_and_wait(self.mode, self.limits, job.model_dump())
         result.pop("reported", None)
-        return ExecResult.model_validate(result)
+        return ExecResult.model_validate(valid_data(result))  # the program's text, made valid
 
     def judge(self, job: HiddenJob) -> ExecResult:
         """Judge a program by hidden tests run on the trusted side (blocking, in a pool slot)."""
@@ -126,7 +129,7 @@ class Sandbox:
         return await loop.run_in_executor(self._executor(), self._judge, job)
 
     def _judge(self, job: HiddenJob) -> ExecResult:
-        return ExecResult.model_validate(judge(self.mode, self.limits, job))
+        return ExecResult.model_validate(valid_data(judge(self.mode, self.limits, job)))
 
     @property
     def is_weak(self) -> bool:
