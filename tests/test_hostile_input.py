@@ -119,6 +119,16 @@ def test_code_the_parser_chokes_on_is_a_syntax_failure(code):
     assert extract_code(reply, "f") == code  # returned as is: the caller reports it
 
 
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="a programming run needs bubblewrap")
+def test_a_run_whose_model_writes_unparseable_code_records_a_syntax_failure(tmp_path, script):
+    model = script([], default="```python\nx = " + "-" * 100_000 + "1\n```")
+    run_dir = run(benchmark="humaneval", agent="coder", strategy="none", num_trials=1, num_envs=1,
+                  model=model, run_dir=str(tmp_path / "r"), cache=False, progress=False)
+    _, records = load_run(run_dir)
+    assert len(records) == 1 and records[0].error is None, records[0].error
+    assert not records[0].success and records[0].evaluation["reason"] == "syntax"
+
+
 # --- 2. rebuilding an untrusted value is bounded ----------------------------------------------
 
 def _misuse(kind, message):
@@ -155,6 +165,23 @@ def test_colliding_tuples_are_refused_and_honest_values_kept():
 def test_a_judged_program_returning_colliding_ints_fails_without_stalling(sandbox):
     code = f"def f():\n    return [1 + k * {P} for k in range(60000)]\n"
     result = sandbox.judge(HiddenJob(code=code, tests=["assert len(set(f())) == 1"], entry_point="f",
+                                     timeout_s=OK_TIMEOUT))
+    assert not result.passed and result.reason == "failed" and "sharing one hash" in result.message, result
+
+
+PATCHED_ENCODER = f"""
+import sys
+def _set_of_colliding_ints(value, out):
+    out.append('["S",[' + ','.join('["i","%x"]' % (1 + k * {P}) for k in range(60000)) + ']]')
+sys.modules['__main__']._encode = _set_of_colliding_ints  # the harness's own encoder, replaced
+def f():
+    return 1
+"""
+
+
+def test_a_program_that_replaces_the_encoder_cannot_stall_the_trusted_side(sandbox):
+    """The reply claims a set the child never built: only the trusted side would pay for it."""
+    result = sandbox.judge(HiddenJob(code=PATCHED_ENCODER, tests=["assert f() == 1"], entry_point="f",
                                      timeout_s=OK_TIMEOUT))
     assert not result.passed and result.reason == "failed" and "sharing one hash" in result.message, result
 

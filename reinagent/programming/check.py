@@ -64,6 +64,9 @@ def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int
 
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {benchmark!r} for check-solutions; valid: {choices(BENCHMARKS)}")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # nan fails every comparison; inf or 1e19 would fail every program
+        raise ReinagentError(f"--timeout-s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}; "
+                             f"got {timeout_s}")
     bench = benchmarks.make(benchmark)
     solutions = read_solutions(path, bench)
     if workers:
@@ -87,9 +90,6 @@ def check_solutions(benchmark: str, solutions: str, timeout_s: float, workers: i
                     allow_weak_sandbox: bool) -> None:
     """Judge solutions by the hidden tests (run on the trusted side, the solution sandboxed behind
     a proxy); JSON {task_id: passed} on stdout."""
-    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # nan fails every comparison
-        raise ReinagentError(f"--timeout-s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}; "
-                             f"got {timeout_s}")
     if workers is not None and workers <= 0:
         raise ReinagentError(f"--workers must be a positive whole number, got {workers}")
     verdicts = check_file(benchmark.strip().lower(), Path(solutions), timeout_s, workers, allow_weak_sandbox)
