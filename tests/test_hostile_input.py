@@ -244,6 +244,41 @@ def test_memory_spread_over_processes_stays_under_the_cap(sandbox):
     assert result.passed, result  # 3 x 400 MiB held at once before (per-process 1 GiB limit)
 
 
+def _fake_delegated_cgroup(path):
+    path.mkdir()
+    (path / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    return path
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="bubblewrap is not installed")
+def test_where_a_cgroup_is_delegated_each_run_gets_one_holding_the_whole_cap(tmp_path, monkeypatch):
+    """The wiring only: a plain directory stands for the delegated cgroup (this machine's kernel
+    has no cgroup v2 controllers for us), so the limit files are written but not enforced."""
+    from reinagent.sandbox import process
+
+    base = _fake_delegated_cgroup(tmp_path / "delegated")
+    monkeypatch.setenv("REINAGENT_SANDBOX_CGROUP", str(base))
+    limits = Limits()
+    assert rlimits(limits, 10.0, 0, cgroup=True)["RLIMIT_AS"][0] == limits.memory_mb << 20
+    result = process.launch_and_wait(process.Mode.BWRAP, limits,
+                                     {"code": "x = 1", "tests": ["assert x == 1"], "timeout_s": OK_TIMEOUT})
+    assert result["passed"], result
+    [group] = list(base.glob("reinagent-*"))
+    assert (group / "memory.max").read_text() == str(1024 << 20)
+    assert (group / "pids.max").read_text() == str(limits.cgroup_nproc)
+    assert int((group / "cgroup.procs").read_text()) > 1  # the shell moved itself in, then exec'd bwrap
+
+
+def test_a_cgroup_variable_naming_no_delegated_cgroup_is_a_config_error(tmp_path, monkeypatch):
+    from reinagent.errors import ConfigError
+    from reinagent.sandbox import process
+
+    (tmp_path / "plain").mkdir()
+    monkeypatch.setenv("REINAGENT_SANDBOX_CGROUP", str(tmp_path / "plain"))
+    with pytest.raises(ConfigError, match="REINAGENT_SANDBOX_CGROUP=.*memory and pids"):
+        process.launch_and_wait(process.Mode(MODES[0]), Limits(), {"code": "", "tests": [], "timeout_s": 5.0})
+
+
 # --- 7. bad command-line values are one-line errors (exit 2) -----------------------------------
 
 @pytest.mark.parametrize("content, args, needle", [

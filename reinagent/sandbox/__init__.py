@@ -11,12 +11,13 @@ benchmark's hidden tests are judged: they run on the trusted side and call the p
 a proxy that only accepts plain values back (see `judge`); only these verdicts are trusted.
 
 Each run is a separate process with a fresh scratch directory as cwd and HOME, an environment
-holding only PATH/HOME/TMPDIR/LANG, CPU-time, address-space, file-size and process-count
-limits, and a wall-clock timeout that kills the whole process group (and every process of the
-run's dedicated uid). The strongest available containment is used (see `modes`); choose one
+holding only PATH/HOME/TMPDIR/LANG, CPU-time, memory (the whole program's), file-size and
+process-count limits, and a wall-clock timeout that kills the whole process group (and every
+process of the run's dedicated uid). The strongest available containment is used (see `modes`); choose one
 with `mode=` or the REINAGENT_SANDBOX environment variable (auto, bwrap, uid, rlimits).
 
     modes.py process.py     containment modes; starting one run and turning what it left into a verdict
+    cgroup.py               a cgroup v2 per run (the program's total memory), where the machine allows
     harness.py harness_serve.py   the program inside the sandbox (sent as one source; serve mode apart)
     judge.py wire.py        hidden tests on the trusted side; the plain values that cross
 """

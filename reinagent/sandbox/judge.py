@@ -153,7 +153,7 @@ class Session:
         sig = _signal_of(code, self.mode)
         if sig == signal.SIGXCPU:
             return self.fail("timeout", "CPU time limit exceeded")
-        if "MemoryError" in self.child.output():
+        if "MemoryError" in self.child.output() or self.child.oom_killed():
             return self.fail("memory", "MemoryError: memory limit exceeded")
         if sig is not None:
             return self.fail("crash", f"killed by signal {signal.Signals(sig).name}")

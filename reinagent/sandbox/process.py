@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError, choices
+from reinagent.sandbox.cgroup import RunCgroup, usable_base
 from reinagent.sandbox.harness import STARTED
 from reinagent.sandbox.modes import (
     UIDS,
@@ -43,28 +44,32 @@ READ_TAIL_BYTES = 256 << 10
 class Limits:
     """Per-run resource limits.
 
-    memory_mb caps the program's *total* address space (RLIMIT_AS), all its processes together:
-    without a cgroup, a per-process limit is all the kernel offers, so each process gets
-    memory_mb / nproc and RLIMIT_NPROC lets it have at most nproc processes and threads: their
-    product stays within memory_mb (docs/programming.md)."""
+    memory_mb caps the program's *total* memory, all its processes together: a cgroup v2's
+    memory.max where the machine gives us one (reinagent/sandbox/cgroup.py; then each process may
+    have all of it and cgroup_nproc processes). Elsewhere a per-process limit is all the kernel
+    offers: each process gets memory_mb / nproc of address space (RLIMIT_AS) and RLIMIT_NPROC
+    allows nproc processes and threads, so their product stays within memory_mb."""
 
     memory_mb: int = 1024
     file_mb: int = 16  # largest file (or output) the program may write
-    nproc: int = 4  # processes and threads of the run's uid (each one costs memory_mb / nproc)
+    nproc: int = 4  # without a cgroup: processes and threads of the run's uid, memory_mb / nproc each
+    cgroup_nproc: int = 32  # with one: its pids.max, and RLIMIT_NPROC
     scratch_mb: int = 64  # size of the private /sandbox and /tmp under bubblewrap
     grace_s: float = 3.0  # wall-clock allowance for start-up and teardown on top of timeout_s
     output_chars: int = 2000  # tail of the output kept in the result
 
 
-def rlimits(limits: Limits, timeout_s: float, extra_nproc: int) -> dict[str, tuple[int, int]]:
-    """(soft, hard) per limit; the program cannot raise them again."""
+def rlimits(limits: Limits, timeout_s: float, extra_nproc: int, *, cgroup: bool = False) -> dict[str, tuple[int, int]]:
+    """(soft, hard) per limit; the program cannot raise them again. cgroup: memory.max holds the
+    whole program, so one process may use it all."""
     cpu = math.ceil(timeout_s) + 1
-    per_process = (limits.memory_mb << 20) // max(1, limits.nproc)
+    nproc = limits.cgroup_nproc if cgroup else limits.nproc
+    per_process = (limits.memory_mb << 20) // (1 if cgroup else max(1, nproc))
     return {
         "RLIMIT_AS": (per_process,) * 2,
         "RLIMIT_CPU": (cpu, cpu + 1),  # SIGXCPU at the soft limit tells "timeout" from a kill
         "RLIMIT_FSIZE": (limits.file_mb << 20,) * 2,
-        "RLIMIT_NPROC": (limits.nproc + extra_nproc,) * 2,
+        "RLIMIT_NPROC": (nproc + extra_nproc,) * 2,
         "RLIMIT_CORE": (0, 0),
     }
 
@@ -93,6 +98,10 @@ class Child:
     spec: dict[str, Any]  # what to send as the first stdin frame (the caller's, completed)
     clean: bool = False  # exited on its own under bubblewrap: nothing of it can be left
     started_fd: int | None = None  # read end of the harness's "contained, about to run" pipe
+    cgroup: RunCgroup | None = None  # the run's own cgroup, where the machine gives us one
+
+    def oom_killed(self) -> bool:
+        return self.cgroup is not None and self.cgroup.oom_killed()
 
     def kill(self) -> None:
         _kill_group(self.proc.pid)
@@ -125,10 +134,14 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
     uid = UIDS.fresh() if is_root() and mode is not Mode.RLIMITS else None
     launch: Launch | None = None
     child: Child | None = None
+    group: RunCgroup | None = None
     try:
         launch = _launch(mode, limits, uid)
-        spec = {**spec, "serve": serve, "limits": rlimits(limits, timeout_s, launch.extra_nproc),
-                "drop": launch.drop}
+        base = usable_base()
+        if base is not None:
+            group = RunCgroup(base, limits.memory_mb, limits.cgroup_nproc)
+        spec = {**spec, "serve": serve, "drop": launch.drop,
+                "limits": rlimits(limits, timeout_s, launch.extra_nproc, cgroup=group is not None)}
         if mode is not Mode.BWRAP:  # bwrap has --die-with-parent; elsewhere the harness prctl()s
             spec["parent_pid"] = os.getpid()
         started_r, started_w = os.pipe()
@@ -137,7 +150,7 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
         with tempfile.TemporaryFile() as out:
             try:
                 proc = subprocess.Popen(
-                    launch.argv,
+                    group.wrap(launch.argv) if group is not None else launch.argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE if serve else out,
                     stderr=out if serve else subprocess.STDOUT,
@@ -152,7 +165,7 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
                 raise
             finally:
                 os.close(started_w)
-            child = Child(proc, launch, uid, out, time.monotonic(), spec, started_fd=started_r)
+            child = Child(proc, launch, uid, out, time.monotonic(), spec, started_fd=started_r, cgroup=group)
             try:
                 yield child
             finally:
@@ -174,6 +187,8 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
             sweep_files_of(uid)  # what it wrote to /tmp, /var/tmp, /dev/shm must not outlive it
         if launch is not None and launch.host_scratch:
             shutil.rmtree(launch.host_scratch, ignore_errors=True)
+        if group is not None:
+            group.remove()
 
 
 def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +214,8 @@ def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str
             duration = time.monotonic() - child.start
             result = interpret(child.output(), nonce, proc.returncode, timed_out, job, mode, limits,
                                started=child.ran_program())
+            if result.get("reason") in ("crash", "exit") and child.oom_killed():
+                result.update(reason="memory", message=f"memory limit exceeded ({limits.memory_mb} MiB, all processes)")
             result["duration_s"] = round(duration, 4)
             child.clean = not timed_out and result.get("reported", False)
             return result
