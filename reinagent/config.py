@@ -11,6 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from reinagent.errors import ConfigError, choices
 from reinagent.strategy import ReflexionStrategy
 
+# The longest sandboxed execution anyone may ask for (a day). inf, nan or 1e19 seconds would end
+# as an overflowing CPU limit inside the child: every program, the canonical solution too, failed.
+MAX_TIMEOUT_S = 86400.0
+
 DEFAULT_MODEL = "local"
 
 
@@ -64,7 +68,7 @@ class RunConfig(BaseModel):
     turn_discount: float = 0.9  # in (0, 1]: see _turn_discount
     # programming benchmarks
     num_internal_tests: int = Field(default=4, ge=1, le=20)
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
     # alfworld
     alfworld_data: str | None = None
@@ -177,6 +181,8 @@ def _requirement(error: dict[str, Any]) -> str:
         return "must be a whole number"
     if kind in ("float_parsing", "float_type"):
         return "must be a number"
+    if kind == "finite_number":
+        return "must be a finite number"
     if kind == "literal_error":
         return "must be " + ctx.get("expected", "one of the valid choices")
     if kind in ("bool_parsing", "bool_type"):

@@ -9,8 +9,22 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
+
+from reinagent.text import valid_data
 
 Role = Literal["actor", "reflector"]
+
+
+def record_json(record: BaseModel, *, indent: int | None = None) -> str:
+    """A record's JSON, whatever str it holds: text is made valid where it enters the framework
+    (reinagent/text.py), and a lone surrogate that slipped past becomes U+FFFD here rather than
+    stopping the write (and every resume after it)."""
+    try:
+        return record.model_dump_json(indent=indent)
+    except PydanticSerializationError:
+        clean = type(record).model_validate(valid_data(record.model_dump()))
+        return clean.model_dump_json(indent=indent)
 
 
 class Message(BaseModel):

@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, Supersede, TrialRecord
+from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
 from reinagent.runlock import RunLock
 
 SPEC = "spec.json"
@@ -168,7 +168,7 @@ class RunStore:
         store.lock.acquire()
         try:
             check_new_run_dir(run_dir)  # again under the lock: two `run`s on one new directory
-            atomic_write(run_dir / SPEC, spec.model_dump_json(indent=2))
+            atomic_write(run_dir / SPEC, record_json(spec, indent=2))
         except BaseException:
             store.close()
             raise
@@ -239,7 +239,7 @@ class RunStore:
     def append(self, entry: Entry) -> None:
         # One write of whole lines, then fsync: the record is durable before we move on.
         with self._lock:
-            self._write((entry.model_dump_json() + "\n").encode("utf-8"))
+            self._write((record_json(entry) + "\n").encode("utf-8"))
 
     def supersede(self, keys: list[tuple[str, int]], reason: str) -> None:
         """Durably retire these (task, trial) records before anything redoes them."""
@@ -251,7 +251,7 @@ class RunStore:
         takes ~10 ms on a virtual disk, and 100 episodes ending at once must not queue 100 of them."""
         import asyncio
 
-        line = record.model_dump_json() + "\n"
+        line = record_json(record) + "\n"
         with self._queue_lock:  # queued here, on the loop, so the first writer takes every line
             self._queued.append(line)
             self._enqueued += 1
@@ -275,4 +275,4 @@ class RunStore:
 
     def update_spec(self, spec: RunSpec) -> None:
         self.lock.acquire()
-        atomic_write(self.run_dir / SPEC, spec.model_dump_json(indent=2))
+        atomic_write(self.run_dir / SPEC, record_json(spec, indent=2))

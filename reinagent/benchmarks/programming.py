@@ -205,7 +205,7 @@ class ProgrammingBenchmark(Benchmark):
         """A task id as users write it (`HumanEval/3`, `3`, `Mbpp/602`, `602`), or None."""
         text = str(raw).strip()
         tail = text.rsplit("/", 1)[-1]
-        if not tail.isdigit():
+        if not (tail.isascii() and tail.isdigit()) or len(tail) > 9:  # int() refuses 4,300+ digits
             return None
         candidate = f"{self.id_prefix}/{int(tail)}"
         return candidate if candidate in self.task_by_id() else None

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reinagent.records import Message, ModelCall, Role
+from reinagent.text import valid_text
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class Completion:
     model: str = ""
     finish_reason: str | None = None
     extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A server may send half an emoji ('\\ud83d'): made valid here, for every backend, so
+        # that records, the cache and the stores can write it.
+        self.text = valid_text(self.text)
 
     def to_call(self, role: Role, params: GenerationParams | None = None, rollout_id: str | None = None) -> ModelCall:
         """The call's record; with `params` and `rollout_id` it names the call's place and the

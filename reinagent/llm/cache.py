@@ -40,6 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from reinagent.llm.base import LLM, Completion, GenerationParams
 from reinagent.records import Message
+from reinagent.text import valid_data
 
 log = logging.getLogger("reinagent")
 
@@ -122,7 +123,8 @@ def request_key(
 ) -> str:
     canonical = canonical_request(identity, messages, params, rollout_id)
     data = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in a prompt still gives a key (valid text's key is unchanged)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class ResponseStore:
@@ -167,7 +169,7 @@ class ResponseStore:
         # replay sees the same text.
         self._execute(
             "INSERT OR IGNORE INTO responses (key, model, created, response) VALUES (?, ?, ?, ?)",
-            (key, model, time.time(), json.dumps(response, ensure_ascii=False)),
+            (key, model, time.time(), json.dumps(valid_data(response), ensure_ascii=False)),
         )
 
     def __len__(self) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from reinagent.config import MAX_TIMEOUT_S
 from reinagent.errors import ConfigError, ReinagentError, choices
 
 BENCHMARKS = ("humaneval", "mbpp")
@@ -25,22 +26,28 @@ def read_solutions(path: Path, bench) -> dict[str, str]:
     if not path.is_file():
         raise ReinagentError(f"solutions file {path} does not exist")
     solutions: dict[str, str] = {}
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
             where = f"{path}:{number}"
             try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ReinagentError(f"{where}: not UTF-8 text (byte {err.start + 1})") from None
+            if not line.strip():
+                continue
+            try:
                 row = json.loads(line)
-            except ValueError as err:
-                raise ReinagentError(f"{where}: malformed JSON ({err.msg})") from None
+            except (ValueError, RecursionError) as err:  # a 5,000-digit number is a ValueError too
+                raise ReinagentError(f"{where}: malformed JSON ({getattr(err, 'msg', err)})") from None
             if not isinstance(row, dict) or "task_id" not in row or "completion" not in row:
                 raise ReinagentError(f"{where}: expected an object with 'task_id' and 'completion'")
             if not isinstance(row["completion"], str):
                 raise ReinagentError(f"{where}: 'completion' must be a string")
             task_id = bench.canonical_id(row["task_id"])
             if task_id is None:
-                raise ReinagentError(f"{where}: unknown task_id {row['task_id']!r} for {bench.name} "
+                shown = repr(row["task_id"])
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise ReinagentError(f"{where}: unknown task_id {shown} for {bench.name} "
                                      f"(ids look like {bench.id_prefix}/N)")
             if task_id in solutions:
                 raise ReinagentError(f"{where}: second solution for {task_id}")
@@ -57,6 +64,9 @@ def check_file(benchmark: str, path: Path, timeout_s: float = 10.0, workers: int
 
     if benchmark not in BENCHMARKS:
         raise ConfigError(f"unknown benchmark {benchmark!r} for check-solutions; valid: {choices(BENCHMARKS)}")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:  # nan fails every comparison; inf or 1e19 would fail every program
+        raise ReinagentError(f"--timeout-s must be a positive number of seconds, at most {MAX_TIMEOUT_S:g}; "
+                             f"got {timeout_s}")
     bench = benchmarks.make(benchmark)
     solutions = read_solutions(path, bench)
     if workers:
@@ -80,8 +90,6 @@ def check_solutions(benchmark: str, solutions: str, timeout_s: float, workers: i
                     allow_weak_sandbox: bool) -> None:
     """Judge solutions by the hidden tests (run on the trusted side, the solution sandboxed behind
     a proxy); JSON {task_id: passed} on stdout."""
-    if timeout_s <= 0:
-        raise ReinagentError(f"--timeout-s must be positive, got {timeout_s}")
     if workers is not None and workers <= 0:
         raise ReinagentError(f"--workers must be a positive whole number, got {workers}")
     verdicts = check_file(benchmark.strip().lower(), Path(solutions), timeout_s, workers, allow_weak_sandbox)

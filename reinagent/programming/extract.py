@@ -13,6 +13,10 @@ import warnings
 _FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|\Z)", re.S | re.M)
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3", "pycon"}
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@\w)")
+# What ast.parse raises for code it cannot parse: ValueError for null bytes, MemoryError for
+# `x = ` and 100,000 `-` (the parser's stack), RecursionError for a long `1+1+...`. Each is the
+# model's failed attempt, never the framework's error.
+PARSE_ERRORS = (SyntaxError, ValueError, MemoryError, RecursionError)
 
 
 def quiet_parse(code: str) -> ast.Module:
@@ -25,7 +29,7 @@ def quiet_parse(code: str) -> ast.Module:
 def parses(code: str) -> bool:
     try:
         quiet_parse(code)
-    except (SyntaxError, ValueError):
+    except PARSE_ERRORS:
         return False
     return True
 
@@ -38,6 +42,10 @@ def syntax_error(code: str) -> str | None:
         return f"SyntaxError: {err.msg} (line {err.lineno})"
     except ValueError as err:  # null bytes
         return f"ValueError: {err}"
+    except MemoryError:
+        return "SyntaxError: the parser ran out of memory (code nested too deeply)"
+    except RecursionError:
+        return "SyntaxError: the parser's recursion limit was exceeded (an expression nested too deeply)"
     return None
 
 
@@ -94,7 +102,7 @@ def _bare_code(text: str, entry_point: str | None) -> str:
 def _has_code(text: str) -> bool:
     try:
         tree = quiet_parse(text)
-    except (SyntaxError, ValueError):
+    except PARSE_ERRORS:
         return False
     # A sentence that happens to parse ("Done") is a lone expression; real code defines things.
     return any(not isinstance(node, ast.Expr) for node in tree.body)
@@ -104,7 +112,7 @@ def _is_statement(line: str) -> bool:
     probe = line + "\n    pass" if line.rstrip().endswith(":") else line
     try:
         tree = quiet_parse(probe)
-    except (SyntaxError, ValueError):
+    except PARSE_ERRORS:
         return False
     return not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr)
                 and isinstance(tree.body[0].value, (ast.Name, ast.Constant)))

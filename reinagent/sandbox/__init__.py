@@ -11,12 +11,13 @@ benchmark's hidden tests are judged: they run on the trusted side and call the p
 a proxy that only accepts plain values back (see `judge`); only these verdicts are trusted.
 
 Each run is a separate process with a fresh scratch directory as cwd and HOME, an environment
-holding only PATH/HOME/TMPDIR/LANG, CPU-time, address-space, file-size and process-count
-limits, and a wall-clock timeout that kills the whole process group (and every process of the
-run's dedicated uid). The strongest available containment is used (see `modes`); choose one
+holding only PATH/HOME/TMPDIR/LANG, CPU-time, memory (the whole program's), file-size and
+process-count limits, and a wall-clock timeout that kills the whole process group (and every
+process of the run's dedicated uid). The strongest available containment is used (see `modes`); choose one
 with `mode=` or the REINAGENT_SANDBOX environment variable (auto, bwrap, uid, rlimits).
 
     modes.py process.py     containment modes; starting one run and turning what it left into a verdict
+    cgroup.py               a cgroup v2 per run (the program's total memory), where the machine allows
     harness.py harness_serve.py   the program inside the sandbox (sent as one source; serve mode apart)
     judge.py wire.py        hidden tests on the trusted side; the plain values that cross
 """
@@ -31,9 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, Field
 
+from reinagent.config import MAX_TIMEOUT_S
+
 from reinagent.sandbox.judge import HiddenJob, judge
 from reinagent.sandbox.modes import MODE_NOTES, Mode
 from reinagent.sandbox.process import Limits, launch_and_wait, probe
+from reinagent.text import valid_data
 
 REASONS = ("passed", "failed", "syntax", "timeout", "memory", "exit", "crash", "sandbox_error")
 
@@ -43,8 +47,8 @@ class ExecJob(BaseModel):
 
     code: str
     tests: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=10.0, gt=0)  # wall clock for the whole run
-    test_timeout_s: float | None = Field(default=None, gt=0)  # per test; None: timeout_s
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # wall clock, whole run
+    test_timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # None: timeout_s
     explain: bool = True  # for a failed `assert X == Y`, report the value of X
 
 
@@ -112,7 +116,7 @@ class Sandbox:
             raise TypeError(f"Sandbox.run takes an ExecJob, not {type(job).__name__} (use judge)")
         result = launch_and_wait(self.mode, self.limits, job.model_dump())
         result.pop("reported", None)
-        return ExecResult.model_validate(result)
+        return ExecResult.model_validate(valid_data(result))  # the program's text, made valid
 
     def judge(self, job: HiddenJob) -> ExecResult:
         """Judge a program by hidden tests run on the trusted side (blocking, in a pool slot)."""
@@ -126,7 +130,7 @@ class Sandbox:
         return await loop.run_in_executor(self._executor(), self._judge, job)
 
     def _judge(self, job: HiddenJob) -> ExecResult:
-        return ExecResult.model_validate(judge(self.mode, self.limits, job))
+        return ExecResult.model_validate(valid_data(judge(self.mode, self.limits, job)))
 
     @property
     def is_weak(self) -> bool:

@@ -58,7 +58,7 @@ def _json(value):
     return '"' + "".join(out) + '"'
 
 
-STARTED = "!started"  # after the nonce: the harness is contained and about to run the program
+STARTED = "!started"  # on the started pipe: the harness is contained and about to run the program
 
 
 class _TestTimeout(BaseException):
@@ -252,14 +252,18 @@ def main():
     _drop_privileges(spec)
     _die_with_parent(spec, prctl)
     _set_limits(spec["limits"])
+    # Contained, about to run the program: said on a pipe of the framework's, closed before any
+    # untrusted code runs. Once it is out, a 121 exit or a "bwrap:" line is the program's doing
+    # (a crash), never the sandbox failing to start (an infrastructure error).
+    started_fd = spec.pop("started_fd", None)
+    if started_fd is not None:
+        _write(started_fd, STARTED.encode("ascii"))
+        os.close(started_fd)
     if spec.get("serve"):
         _serve(spec, request_fd, report_fd)  # harness_serve.py's, sent in front of this file
         _flush_streams()
         _exit(0)
     nonce = spec.pop("nonce")
-    # Written before any untrusted code runs: once it is out, a 121 exit or a "bwrap:" line is
-    # the program's doing (a crash), never the sandbox failing to start (an infrastructure error).
-    _write(report_fd, ("\n" + nonce + STARTED + "\n").encode("ascii"))
     signal.signal(signal.SIGALRM, _on_alarm)
     ballast = bytearray(8 << 20)  # freed on MemoryError so that the report can still be built
 

@@ -34,8 +34,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from reinagent.config import MAX_TIMEOUT_S
 from reinagent.sandbox.modes import Mode
-from reinagent.sandbox.process import Child, Limits, _signal_of, frame, started
+from reinagent.sandbox.process import KIND_TO_REASON, Child, Limits, _signal_of, frame, started, summarise
 from reinagent.sandbox.wire import MAX_REPLY_BYTES, CandidateFailure, NotPlain, check_plain, parse_reply, rebuild
 
 FATAL = ("timeout", "memory", "exit", "crash")  # the child is gone: later tests cannot run
@@ -49,8 +50,8 @@ class HiddenJob(BaseModel):
     tests: list[str] = Field(default_factory=list)  # each one trusted Python code, run here
     entry_point: str  # the name the tests call; a proxy to the program's function
     trusted_setup: str = ""  # the benchmark's own code run here before the tests
-    timeout_s: float = Field(default=10.0, gt=0)  # wall clock for the whole run
-    call_timeout_s: float | None = Field(default=None, gt=0)  # per call; None: timeout_s
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # wall clock, whole run
+    call_timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)  # None: timeout_s
 
 
 class Proxy:
@@ -152,7 +153,7 @@ class Session:
         sig = _signal_of(code, self.mode)
         if sig == signal.SIGXCPU:
             return self.fail("timeout", "CPU time limit exceeded")
-        if "MemoryError" in self.child.output():
+        if "MemoryError" in self.child.output() or self.child.oom_killed():
             return self.fail("memory", "MemoryError: memory limit exceeded")
         if sig is not None:
             return self.fail("crash", f"killed by signal {signal.Signals(sig).name}")
@@ -244,10 +245,6 @@ def run_hidden_test(test: str, index: int, ns: dict[str, Any], session: Session)
     return session.failure or ("ok", "")
 
 
-KIND_TO_REASON = {"failed": "failed", "timeout": "timeout", "memory": "memory", "exit": "exit",
-                  "crash": "crash", "syntax": "syntax"}
-
-
 def judge(mode: Mode, limits: Limits, job: HiddenJob) -> dict[str, Any]:
     """Run `job` once: an ExecResult as a dict. Never raises for the program's behaviour."""
     base: dict[str, Any] = {"mode": mode.value}
@@ -294,14 +291,8 @@ def _judge_in(session: Session, job: HiddenJob) -> dict[str, Any]:
             continue
         kind, message = run_hidden_test(test, i, ns, session)
         outcomes.append({"test": test, "kind": kind, "message": message})
-    bad = [o for o in outcomes if o["kind"] != "ok"]
-    total = len(job.tests)
-    if not bad and session.calls == 0:
+    verdict = summarise(outcomes, len(job.tests))
+    if verdict["passed"] and session.calls == 0:
         return {"passed": False, "reason": "failed", "message": "the hidden tests never called the program",
                 "tests": outcomes}
-    if not bad:
-        return {"passed": True, "reason": "passed", "message": f"{total} tests passed", "tests": outcomes}
-    first = bad[0]
-    reason = KIND_TO_REASON.get(first["kind"], "crash")
-    message = f"{len(bad)} of {total} tests failed; first: {first['message']}"
-    return {"passed": False, "reason": reason, "message": message, "tests": outcomes}
+    return verdict

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError, choices
+from reinagent.sandbox.cgroup import RunCgroup, usable_base
 from reinagent.sandbox.harness import STARTED
 from reinagent.sandbox.modes import (
     UIDS,
@@ -41,24 +42,34 @@ READ_TAIL_BYTES = 256 << 10
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-run resource limits. Memory is address space (RLIMIT_AS), so it is generous."""
+    """Per-run resource limits.
+
+    memory_mb caps the program's *total* memory, all its processes together: a cgroup v2's
+    memory.max where the machine gives us one (reinagent/sandbox/cgroup.py; then each process may
+    have all of it and cgroup_nproc processes). Elsewhere a per-process limit is all the kernel
+    offers: each process gets memory_mb / nproc of address space (RLIMIT_AS) and RLIMIT_NPROC
+    allows nproc processes and threads, so their product stays within memory_mb."""
 
     memory_mb: int = 1024
     file_mb: int = 16  # largest file (or output) the program may write
-    nproc: int = 32  # processes and threads of the run's uid
+    nproc: int = 4  # without a cgroup: processes and threads of the run's uid, memory_mb / nproc each
+    cgroup_nproc: int = 32  # with one: its pids.max, and RLIMIT_NPROC
     scratch_mb: int = 64  # size of the private /sandbox and /tmp under bubblewrap
     grace_s: float = 3.0  # wall-clock allowance for start-up and teardown on top of timeout_s
     output_chars: int = 2000  # tail of the output kept in the result
 
 
-def rlimits(limits: Limits, timeout_s: float, extra_nproc: int) -> dict[str, tuple[int, int]]:
-    """(soft, hard) per limit; the program cannot raise them again."""
+def rlimits(limits: Limits, timeout_s: float, extra_nproc: int, *, cgroup: bool = False) -> dict[str, tuple[int, int]]:
+    """(soft, hard) per limit; the program cannot raise them again. cgroup: memory.max holds the
+    whole program, so one process may use it all."""
     cpu = math.ceil(timeout_s) + 1
+    nproc = limits.cgroup_nproc if cgroup else limits.nproc
+    per_process = (limits.memory_mb << 20) // (1 if cgroup else max(1, nproc))
     return {
-        "RLIMIT_AS": (limits.memory_mb << 20,) * 2,
+        "RLIMIT_AS": (per_process,) * 2,
         "RLIMIT_CPU": (cpu, cpu + 1),  # SIGXCPU at the soft limit tells "timeout" from a kill
         "RLIMIT_FSIZE": (limits.file_mb << 20,) * 2,
-        "RLIMIT_NPROC": (limits.nproc + extra_nproc,) * 2,
+        "RLIMIT_NPROC": (nproc + extra_nproc,) * 2,
         "RLIMIT_CORE": (0, 0),
     }
 
@@ -86,6 +97,11 @@ class Child:
     start: float
     spec: dict[str, Any]  # what to send as the first stdin frame (the caller's, completed)
     clean: bool = False  # exited on its own under bubblewrap: nothing of it can be left
+    started_fd: int | None = None  # read end of the harness's "contained, about to run" pipe
+    cgroup: RunCgroup | None = None  # the run's own cgroup, where the machine gives us one
+
+    def oom_killed(self) -> bool:
+        return self.cgroup is not None and self.cgroup.oom_killed()
 
     def kill(self) -> None:
         _kill_group(self.proc.pid)
@@ -93,6 +109,19 @@ class Child:
 
     def output(self) -> str:
         return _tail(self.out)
+
+    def ran_program(self) -> bool:
+        """Whether the harness got as far as the program (the sandbox started).
+
+        The harness writes this to a pipe of its own and closes it before any untrusted code runs:
+        the program cannot take back what is already in a pipe, nor write to one it never held,
+        unlike the output file it shares (which it may truncate and fill with a fake bwrap error)."""
+        if self.started_fd is None:
+            return False
+        try:
+            return STARTED.encode() in os.read(self.started_fd, 64)
+        except BlockingIOError:
+            return False
 
 
 @contextmanager
@@ -105,24 +134,38 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
     uid = UIDS.fresh() if is_root() and mode is not Mode.RLIMITS else None
     launch: Launch | None = None
     child: Child | None = None
+    group: RunCgroup | None = None
     try:
         launch = _launch(mode, limits, uid)
-        spec = {**spec, "serve": serve, "limits": rlimits(limits, timeout_s, launch.extra_nproc),
-                "drop": launch.drop}
+        base = usable_base()
+        if base is not None:
+            group = RunCgroup(base, limits.memory_mb, limits.cgroup_nproc)
+        spec = {**spec, "serve": serve, "drop": launch.drop,
+                "limits": rlimits(limits, timeout_s, launch.extra_nproc, cgroup=group is not None)}
         if mode is not Mode.BWRAP:  # bwrap has --die-with-parent; elsewhere the harness prctl()s
             spec["parent_pid"] = os.getpid()
+        started_r, started_w = os.pipe()
+        os.set_blocking(started_r, False)
+        spec["started_fd"] = started_w
         with tempfile.TemporaryFile() as out:
-            proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE if serve else out,
-                stderr=out if serve else subprocess.STDOUT,
-                env=launch.env,
-                cwd=launch.cwd,
-                start_new_session=True,  # its own process group, killed as a whole
-                close_fds=True,
-            )
-            child = Child(proc, launch, uid, out, time.monotonic(), spec)
+            try:
+                proc = subprocess.Popen(
+                    group.wrap(launch.argv) if group is not None else launch.argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE if serve else out,
+                    stderr=out if serve else subprocess.STDOUT,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    start_new_session=True,  # its own process group, killed as a whole
+                    close_fds=True,
+                    pass_fds=(started_w,),  # bwrap passes it on; the harness closes it
+                )
+            except BaseException:
+                os.close(started_r)
+                raise
+            finally:
+                os.close(started_w)
+            child = Child(proc, launch, uid, out, time.monotonic(), spec, started_fd=started_r, cgroup=group)
             try:
                 yield child
             finally:
@@ -134,6 +177,7 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
                             stream.close()
                         except OSError:
                             pass
+                os.close(started_r)
     finally:
         if uid is not None and not (child is not None and child.clean and mode is Mode.BWRAP):
             # Escapees of the process group, orphans, a fork bomb's leftovers. Under bubblewrap
@@ -143,6 +187,8 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
             sweep_files_of(uid)  # what it wrote to /tmp, /var/tmp, /dev/shm must not outlive it
         if launch is not None and launch.host_scratch:
             shutil.rmtree(launch.host_scratch, ignore_errors=True)
+        if group is not None:
+            group.remove()
 
 
 def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str, Any]:
@@ -166,7 +212,10 @@ def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str
                 timed_out = True
                 child.kill()
             duration = time.monotonic() - child.start
-            result = interpret(child.output(), nonce, proc.returncode, timed_out, job, mode, limits)
+            result = interpret(child.output(), nonce, proc.returncode, timed_out, job, mode, limits,
+                               started=child.ran_program())
+            if result.get("reason") in ("crash", "exit") and child.oom_killed():
+                result.update(reason="memory", message=f"memory limit exceeded ({limits.memory_mb} MiB, all processes)")
             result["duration_s"] = round(duration, 4)
             child.clean = not timed_out and result.get("reported", False)
             return result
@@ -198,7 +247,8 @@ def _signal_of(returncode: int | None, mode: Mode) -> int | None:
     return None
 
 
-KIND_TO_REASON = {"failed": "failed", "timeout": "timeout", "memory": "memory", "exit": "exit"}
+KIND_TO_REASON = {"failed": "failed", "timeout": "timeout", "memory": "memory", "exit": "exit",
+                  "crash": "crash", "syntax": "syntax"}
 
 
 def interpret(
@@ -209,12 +259,12 @@ def interpret(
     job: dict[str, Any],
     mode: Mode,
     limits: Limits,
+    *,
+    started: bool,
 ) -> dict[str, Any]:
-    """The verdict. Success needs the harness's nonce line; the exit code alone never passes."""
+    """The verdict. Success needs the harness's nonce line; the exit code alone never passes.
+    `started`: the harness reached the program (Child.ran_program), so no failure is the sandbox's."""
     base: dict[str, Any] = {"returncode": returncode, "mode": mode.value}
-    started_line = "\n" + nonce + STARTED + "\n"
-    started = started_line in text
-    text = text.replace(started_line, "", 1)
     at = text.rfind(nonce)
     report = None
     if at != -1:
@@ -226,6 +276,9 @@ def interpret(
         text = text[:at]
     base["output"] = text.rstrip("\n")[-limits.output_chars :]
     if report is not None:
+        if not well_formed(report, len(job["tests"])):  # the program forged or broke it
+            return {**base, "passed": False, "reason": "crash", "reported": True,
+                    "message": "the harness's report was malformed (the program tampered with it)"}
         return {**base, **_from_report(report, job["tests"]), "reported": True}
     sig = _signal_of(returncode, mode)
     if timed_out:
@@ -247,6 +300,24 @@ def interpret(
     return {**base, "passed": False, "reason": reason, "message": message}
 
 
+TEST_KINDS = ("ok", "failed", "timeout", "memory", "exit", "crash")
+
+
+def well_formed(report: Any, num_tests: int) -> bool:
+    """The harness's report has the shape harness.py writes. The program can replace it (through
+    sys.modules, with the nonce read from stack frames): anything else is a malformed report,
+    which fails the attempt; never an exception on this side."""
+    def outcome(item: Any, size: int) -> bool:
+        return (type(item) is list and len(item) == size and item[0] in TEST_KINDS
+                and type(item[1]) is str and (size == 2 or item[2] is None or type(item[2]) is str))
+
+    if type(report) is not dict:
+        return False
+    error, setup, tests = report.get("compile_error"), report.get("setup"), report.get("tests", [])
+    return ((error is None or type(error) is str) and (setup is None or outcome(setup, 2))
+            and type(tests) is list and len(tests) <= num_tests and all(outcome(t, 3) for t in tests))
+
+
 def _from_report(report: dict[str, Any], tests: list[str]) -> dict[str, Any]:
     if report.get("compile_error"):
         return {"passed": False, "reason": "syntax", "message": report["compile_error"]}
@@ -256,17 +327,22 @@ def _from_report(report: dict[str, Any], tests: list[str]) -> dict[str, Any]:
         return {"passed": False, "reason": reason, "message": f"while loading the code: {setup_message}"}
     outcomes = []
     for i, test in enumerate(tests):
-        if i < len(report["tests"]):
+        if i < len(report.get("tests", [])):
             kind, message, actual = report["tests"][i]
             outcomes.append({"test": test, "kind": kind, "message": message, "actual": actual})
         else:
             outcomes.append({"test": test, "kind": "not_run", "message": "not run (an earlier test ended the run)"})
+    return summarise(outcomes, len(tests))
+
+
+def summarise(outcomes: list[dict[str, Any]], total: int) -> dict[str, Any]:
+    """The verdict of a run whose tests each have an outcome (internal tests and hidden ones)."""
     bad = [o for o in outcomes if o["kind"] != "ok"]
     if not bad:
-        return {"passed": True, "reason": "passed", "message": f"{len(tests)} tests passed", "tests": outcomes}
+        return {"passed": True, "reason": "passed", "message": f"{total} tests passed", "tests": outcomes}
     first = bad[0]
     reason = KIND_TO_REASON.get(first["kind"], "crash")
-    message = f"{len(bad)} of {len(tests)} tests failed; first: {first['message']}"
+    message = f"{len(bad)} of {total} tests failed; first: {first['message']}"
     return {"passed": False, "reason": reason, "message": message, "tests": outcomes}
 
 

@@ -23,6 +23,7 @@ import httpx
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from reinagent.env import Env, StepResult
+from reinagent.text import valid_data
 
 TOKEN_ENV = "REINAGENT_ENV_TOKEN"
 RETRY_ENV = "REINAGENT_ENV_RETRY_S"
@@ -116,8 +117,8 @@ class EnvClient:
         if status != 200:
             raise EnvServiceError(self._error_text(path, status, body), status)
         try:
-            data = json.loads(body)
-        except ValueError:
+            data = valid_data(json.loads(body))  # a `\\ud83d` escape must not reach the records
+        except (ValueError, RecursionError):
             raise EnvServiceError(f"env server {self.url}{path} answered 200 with a body that is not JSON") from None
         if not isinstance(data, dict):
             raise EnvServiceError(f"env server {self.url}{path} answered {type(data).__name__}, not a JSON object")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, TrialRecord
+from reinagent.records import RunSpec, TrialRecord, record_json
 from reinagent.store import RECORDS, Entry, RunStore, atomic_write, check_new_run_dir, is_run_dir, read_log, read_spec
 from reinagent.stores.base import Store, StoreError, check_run_id
 
@@ -18,7 +18,7 @@ def write_run_dir(run_dir: Path, spec: RunSpec, entries: list[Entry]) -> None:
     """An ordinary run directory holding exactly these entries (export, and import into a folder)."""
     store = RunStore.create(run_dir, spec)  # refuses a directory that holds a run
     try:
-        text = "".join(e.model_dump_json() + "\n" for e in entries)
+        text = "".join(record_json(e) + "\n" for e in entries)
         atomic_write(run_dir / RECORDS, text)
     finally:
         store.close()

@@ -30,6 +30,7 @@ from reinagent.store import Entry
 from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, Store, StoreError, check_run_id, record_sample,
                                    same_episode)
 from reinagent.stores.sql import first_line
+from reinagent.text import valid_data
 
 KEY_FIELDS = ("run_id", "task_id", "trial", "sample", "generation", "revision")
 
@@ -252,7 +253,7 @@ class MongoRunWriter(AsyncAppend):
 
         key = {"run_id": self.run_id, "task_id": rec.task_id, "trial": rec.trial, "sample": record_sample(rec),
                "generation": self._generation(rec.task_id, rec.trial)}
-        doc = {**key, "revision": 0, "success": rec.success, "doc": rec.model_dump(mode="json")}
+        doc = {**key, "revision": 0, "success": rec.success, "doc": valid_data(rec.model_dump(mode="json"))}
         try:
             self.db.records.insert_one({**doc, "seq": self._seq()})
             return

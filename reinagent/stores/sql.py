@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from reinagent.records import RunSpec, Supersede, TrialRecord
+from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
 from reinagent.store import Entry
 from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, Store, StoreError, check_run_id, record_sample,
                                    same_episode)
@@ -150,7 +150,7 @@ class SqlStore(Store):
             with writer.tx() as cur:
                 cur.execute(self.sql(f"{self.insert_ignore} reinagent_runs (run_id, benchmark, created_at, spec) "
                                      f"VALUES (?, ?, ?, {self.json_param}){self.conflict_tail}"),
-                            (run_id, spec.config.get("benchmark"), spec.created_at, spec.model_dump_json()))
+                            (run_id, spec.config.get("benchmark"), spec.created_at, record_json(spec)))
                 if cur.rowcount != 1:
                     raise StoreError(f"{self.url} already holds a run {run_id!r}; "
                                      f"continue it with `reinagent resume --store URL {run_id}`")
@@ -231,7 +231,7 @@ class SqlRunWriter(AsyncAppend):
     def update_spec(self, spec: RunSpec) -> None:
         with self.tx() as cur:
             cur.execute(self.store.sql(f"UPDATE reinagent_runs SET spec = {self.store.json_param} WHERE run_id = ?"),
-                        (spec.model_dump_json(), self.run_id))
+                        (record_json(spec), self.run_id))
 
     def close(self) -> None:
         try:
@@ -245,7 +245,7 @@ class SqlRunWriter(AsyncAppend):
     def _insert(self, rec: TrialRecord, *, replacing: bool) -> None:
         s = self.store
         key = (self.run_id, rec.task_id, rec.trial, record_sample(rec))
-        doc, raw = s.encode_doc(rec.model_dump_json())
+        doc, raw = s.encode_doc(record_json(rec))
         generation = ("COALESCE((SELECT generation FROM reinagent_generations WHERE run_id = ? AND task_id = ? "
                       "AND trial = ?), 0)")
         with self.tx() as cur:
@@ -278,4 +278,4 @@ class SqlRunWriter(AsyncAppend):
                                   "generation = reinagent_generations.generation + 1"),
                             (self.run_id, task_id, trial))
             cur.execute(s.sql(f"INSERT INTO reinagent_entries (run_id, kind, doc, raw) VALUES (?, 'supersede', "
-                              f"{s.json_param}, ?)"), (self.run_id, *s.encode_doc(marker.model_dump_json())))
+                              f"{s.json_param}, ?)"), (self.run_id, *s.encode_doc(record_json(marker))))
