@@ -7,9 +7,14 @@ exactly the documented keys. `state` duplicates `observation` for seed-style cli
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+#: an action at most (a coder's program is a few KB; a 50 MB Search[...] is refused with 422)
+MAX_ACTION_CHARS = 100_000
+Action = Annotated[StrictStr, Field(max_length=MAX_ACTION_CHARS)]
+Seed = Annotated[StrictInt, Field(ge=-(2**63), lt=2**64)]  # what numpy and random both take
 
 
 class _Request(BaseModel):
@@ -24,13 +29,13 @@ class CreateRequest(_Request):
 
 class ResetRequest(_Request):
     id: StrictStr | None = None  # None: the default session (the seed's id-less form)
-    seed: StrictInt | None = None
+    seed: Seed | None = None
     task_id: StrictStr | None = None  # id-less form only: (re)start the default session on this task
 
 
 class StepRequest(_Request):
     id: StrictStr | None = None  # None: the default session
-    action: StrictStr
+    action: Action
     #: per-step settings an environment accepts (e.g. internal_tests for the programming envs)
     options: dict[str, Any] = Field(default_factory=dict)
 
