@@ -183,3 +183,11 @@ def test_a_password_in_a_query_parameter_is_redacted_everywhere(url, tmp_path):
     wrong = in_query.replace(password, "WRONGpw-in-query")
     line = one_line_error(run_cli("store", "ls", wrong), "password authentication failed")
     assert "WRONGpw-in-query" not in line
+
+
+def test_an_import_cut_off_half_way_leaves_nothing_and_rm_removes(store, monkeypatch):
+    from tests.test_store_import_rm import check_interrupted_import
+
+    check_interrupted_import(store, "postgresql", monkeypatch)  # one transaction: nothing, then a clean re-import
+    store.remove_run("imported")
+    assert store.run_ids() == []
