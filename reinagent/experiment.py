@@ -84,8 +84,9 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     from reinagent.provenance import git_commit, package_versions, python_version
 
     cfg = config.model_dump(mode="json")
-    if cfg.get("base_url"):
-        cfg["base_url"] = redact(cfg["base_url"])
+    for url in ("base_url", "store"):  # a resume is given the store again; a password never lands here
+        if cfg.get(url):
+            cfg[url] = redact(cfg[url])
     return RunSpec(
         config=cfg,
         task_ids=[t.task_id for t in tasks],

@@ -14,6 +14,8 @@ final settings would have ended.
   with what the run continues (a model server restarted on another port). Each change is one
   `history` entry ({"base_url": {"from": OLD, "to": NEW}}); records already finished stay as they
   are. What the run measures (benchmark, agent, strategy, split, ...) is refused: that is a new run.
+  A new `--base-url` drops the recorded `--api-key-env` (A's key never goes to B) unless the
+  resume names it again; the history entry says so.
 
 Superseding is a marker line appended (and fsynced) to records.jsonl before any redo starts
 (store.Supersede): reports, notebooks and the next resume never count those records again, even
@@ -60,6 +62,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
     from reinagent.config import RunConfig
 
     settings = check_overrides(spec, overrides or {})
+    dropped_key = _drop_key_on_new_server(spec, settings, overrides or {})
 
     current = int(spec.config.get("num_trials") or RunConfig.model_fields["num_trials"].default)
     target = current if num_trials is None else num_trials
@@ -74,6 +77,8 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
     for name, value in settings.items():
         old = spec.config.get(name)
         plan.changes[name] = {"from": _shown(name, old), "to": _shown(name, value)}
+    if dropped_key:
+        plan.changes["api_key_env"]["why"] = dropped_key
     if target != current:
         plan.changes["num_trials"] = {"from": current, "to": target}
     reasons = []
@@ -118,6 +123,16 @@ def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     build_config(**{k: v for k, v in spec.config.items() if k in RunConfig.model_fields and k not in given},
                  **given)
     return {k: v for k, v in given.items() if spec.config.get(k) != _shown(k, v)}
+
+
+def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: dict[str, Any]) -> str:
+    """A resume against another server does not send it the old server's key: the recorded
+    --api-key-env is dropped unless it is given again (then the key goes where the user said)."""
+    if "base_url" not in settings or overrides.get("api_key_env") or not spec.config.get("api_key_env"):
+        return ""
+    settings["api_key_env"] = None
+    return ("--base-url changed: the key of the old server is not sent to the new one; "
+            "pass --api-key-env again to send it")
 
 
 def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:

@@ -25,6 +25,9 @@ class GuessEnv(Env):
     def __init__(self, task: Task, max_steps: int):
         self.task, self.max_steps = task, max_steps
         self.steps = 0
+        # GUESS_NONBLOCKING=1: the env says it never blocks (as HotpotQA's docstore does), so a
+        # server that trusted the flag would run its `wait` step on the event loop
+        self.blocking = os.environ.get("GUESS_NONBLOCKING") != "1"
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         self.steps = 0

@@ -165,3 +165,29 @@ def test_import_export_roundtrip_is_lossless(url, tmp_path):
 
 def test_cli_run_into_postgres_killed_and_resumed_equals_an_uninterrupted_run(url, tmp_path):
     contract.check_cli_run_killed_and_resumed(url, tmp_path)
+
+
+def test_a_password_in_a_query_parameter_is_redacted_everywhere(url, tmp_path):
+    """`?password=X` (libpq reads it like user:X@): not in the store:/report: lines, a connection
+    error, the spec or its command (issue 28)."""
+    user_url, password = url.split("@", 1), url.split("//", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    in_query = f"postgresql://postgres@{user_url[1]}?password={password}"
+    model = write_script(tmp_path / "s.yaml", [])
+    out = run_cli("run", "--num-envs", "1", "--model", model, "--store", in_query, "--quiet", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert password not in out.stdout + out.stderr and "store:         postgresql://postgres@" in out.stdout
+    assert "?password=***" in out.stdout
+    with psycopg.connect(url) as conn:
+        docs = [row[0] for row in conn.execute("SELECT spec::text FROM reinagent_runs").fetchall()]
+    assert docs and not any(password in d for d in docs), docs
+    wrong = in_query.replace(password, "WRONGpw-in-query")
+    line = one_line_error(run_cli("store", "ls", wrong), "password authentication failed")
+    assert "WRONGpw-in-query" not in line
+
+
+def test_an_import_cut_off_half_way_leaves_nothing_and_rm_removes(store, monkeypatch):
+    from tests.test_store_import_rm import check_interrupted_import
+
+    check_interrupted_import(store, "postgresql", monkeypatch)  # one transaction: nothing, then a clean re-import
+    store.remove_run("imported")
+    assert store.run_ids() == []

@@ -16,6 +16,7 @@ import click
 from reinagent.errors import ReinagentError
 
 DEFAULT_DIR = "runs"
+VIEW_TOKEN_ENV = "REINAGENT_VIEW_TOKEN"
 
 
 def _no_runs_hint(folder: str) -> str:
@@ -62,23 +63,33 @@ def show(run_dir: str, task: str | None, trial: int | None) -> None:
 @click.command()
 @click.argument("folder", default=DEFAULT_DIR, type=click.Path(), metavar="[DIR]")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="TCP port (0: any free one).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; keep it local unless you mean to share.")
-def view(folder: str, port: int, host: str) -> None:
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; not loopback needs --token.")
+@click.option("--token", help=f"Secret a browser must present (the printed URL carries it; default: ${VIEW_TOKEN_ENV}).")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Accept this Host name too (default: loopback names only, or any with a token).")
+def view(folder: str, port: int, host: str, token: str | None, allow_hosts: tuple[str, ...]) -> None:
     """Serve a local web viewer of the runs under DIR: live progress, comparison, task drill-down."""
+    import os
+
     from reinagent.browse.listing import discover
 
+    token = token or os.environ.get(VIEW_TOKEN_ENV) or None
     discover(folder)  # a missing folder fails here, in one line, before the server starts
     try:
         import uvicorn
 
+        from reinagent.service.guard import is_loopback
         from reinagent.viewer.app import create_app
     except ModuleNotFoundError as err:
         raise ReinagentError(f"the viewer needs {err.name}: pip install fastapi uvicorn jinja2") from None
+    if not is_loopback(host) and not token:
+        raise ReinagentError(f"viewing on {host} (not loopback) needs a token: --token T or ${VIEW_TOKEN_ENV}")
     sock = _listen(host, port)
     url_host = f"[{host}]" if ":" in host else host
-    click.echo(f"viewer: http://{url_host}:{sock.getsockname()[1]}/  (runs under {folder}; Ctrl-C stops it)")
+    query = f"?token={token}" if token else ""
+    click.echo(f"viewer: http://{url_host}:{sock.getsockname()[1]}/{query}  (runs under {folder}; Ctrl-C stops it)")
     sys.stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(create_app(folder), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(folder, token=token, allow_hosts=allow_hosts), log_level="warning"))
     server.run(sockets=[sock])
 
 

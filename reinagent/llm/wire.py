@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reinagent.errors import ConfigError, MalformedResponseError
+from reinagent.redact import note_credential_variable
 
 SERVER_KEY_ENV = "REINAGENT_SERVER_API_KEY"
 # Endpoints that may receive the provider's own key from the environment, by host.
@@ -136,6 +137,7 @@ def endpoint_key(base_url: str | None, api_key_env: str | None = None) -> str | 
     never sent to a server the user merely pointed at (a proxy, a colleague's vLLM, a typo).
     """
     if api_key_env:
+        note_credential_variable(api_key_env)  # its value is redacted from now on, whatever its name
         value = os.environ.get(api_key_env)
         if not value:
             raise ConfigError(f"--api-key-env names {api_key_env}, which is not set (or empty)")

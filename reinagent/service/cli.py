@@ -17,12 +17,17 @@ import click
 @click.option("--idle-timeout-s", type=float, default=600.0, show_default=True,
               help="Close a session unused for this long.")
 @click.option("--token", help="Bearer token every request must carry (default: $REINAGENT_ENV_TOKEN).")
-def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token) -> None:
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="Accept requests with this Host name too (default: loopback names only, or any with a token).")
+@click.option("--max-timeout-s", type=float, default=60.0, show_default=True,
+              help="The most a session may set as timeout_s; more gets 422.")
+def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token, allow_hosts, max_timeout_s) -> None:
     """Serve a benchmark's environments over HTTP (protocol: docs/env-protocol.md)."""
     from reinagent.service.server import serve
 
     sys.exit(serve(benchmark, split=split, host=host, port=port, max_sessions=max_sessions,
-                   idle_timeout_s=idle_timeout_s, token=token))
+                   idle_timeout_s=idle_timeout_s, token=token, allow_hosts=tuple(allow_hosts),
+                   max_timeout_s=max_timeout_s))
 
 
 @click.command(name="check-env")

@@ -9,12 +9,17 @@ exception: a key another protocol uses to name an environment or a task (AgentGy
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 #: keys with which other protocols name an environment or a task (AgentGym's "id" family)
 FOREIGN_KEYS = ("env_idx", "data_idx")
+
+#: an action at most (a coder's program is a few KB; a 50 MB Search[...] is refused with 422)
+MAX_ACTION_CHARS = 100_000
+Action = Annotated[StrictStr, Field(max_length=MAX_ACTION_CHARS)]
+Seed = Annotated[StrictInt, Field(ge=-(2**63), lt=2**64)]  # what numpy and random both take
 
 
 class _Request(BaseModel):
@@ -37,7 +42,7 @@ class CreateRequest(_Request):
 
 class ResetRequest(_Request):
     id: StrictStr | None = None  # None: the default session (the seed's id-less form)
-    seed: StrictInt | None = None
+    seed: Seed | None = None
     task_id: StrictStr | None = None  # id-less form only: (re)start the default session on this task
     # id-less form only, the seed's WebEnvClient: the idx-th task of /tasks, in a default session of
     # its own per idx (two clients with different idx never share one)
@@ -46,7 +51,7 @@ class ResetRequest(_Request):
 
 class StepRequest(_Request):
     id: StrictStr | None = None  # None: the default session (of `idx` when given)
-    action: StrictStr
+    action: Action
     idx: StrictInt | None = None
     #: per-step settings an environment accepts (e.g. internal_tests for the programming envs)
     options: dict[str, Any] = Field(default_factory=dict)

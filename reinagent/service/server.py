@@ -2,9 +2,8 @@
 
 Plain Starlette rather than FastAPI: the protocol's error bodies (`{"error": ...}`, 400 for
 invalid JSON, 422 for a malformed body) are written here once, and a step costs no more than
-parsing one small JSON object. Environments that block (ALFWorld games in worker processes,
-sandboxed tests) run in threads through `reinagent.env.astep`, so one slow game never holds up
-another session.
+parsing one small JSON object. Every step runs in a thread, so one slow game (or a long search)
+never holds up another session; guard.py checks Host, token, content type and body size first.
 """
 
 from __future__ import annotations
@@ -12,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import hmac
-import ipaddress
 import json
 import os
 import signal
 import socket
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,21 +24,23 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from reinagent.env import areset, astep
 from reinagent.errors import ConfigError
 from reinagent.redact import redact
 from reinagent.service import protocol as p
+from reinagent.service.guard import Guard, GuardSettings, is_loopback
 from reinagent.service.sessions import (
-    STEP_OPTIONS, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain,
+    Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain, step_option,
 )
 
 M = TypeVar("M", bound=BaseModel)
 RETRY_AFTER_S = 1
 TOKEN_ENV = "REINAGENT_ENV_TOKEN"
+SHUTDOWN_S = 2.0  # on SIGTERM: in-flight requests, then closing envs, get this long each
 
 
 class HttpError(Exception):
@@ -56,28 +57,27 @@ async def _parse(request: Request, model: type[M]) -> M:
     body = await request.body()
     try:
         data = json.loads(body) if body.strip() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise HttpError(400, f"invalid JSON: {err}") from None
+    except (ValueError, RecursionError) as err:  # bad syntax or UTF-8, a 5,000-digit number, deep nesting
+        raise HttpError(400, f"invalid JSON: {str(err)[:200] or type(err).__name__}") from None
     if not isinstance(data, dict):
         raise HttpError(422, f"the body must be a JSON object, got {type(data).__name__}")
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise HttpError(422, "the body is nested too deeply") from None
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "body"
         raise HttpError(422, f"{where}: {first['msg']}") from None
 
 
-def create_app(table: SessionTable, *, token: str | None = None, executor_threads: int = 16) -> Starlette:
-    expected = f"Bearer {token}".encode() if token else None
+def create_app(table: SessionTable, *, token: str | None = None, executor_threads: int = 16,
+               allow_hosts: tuple[str, ...] = ()) -> Starlette:
+    # the token, the Host header, JSON content types and the body size: checked in guard.py
+    guard = GuardSettings.of(token, allow_hosts)
 
     def endpoint(handler: Callable[[Request], Awaitable[BaseModel]]):
         async def run(request: Request) -> Response:
-            if expected is not None:
-                got = request.headers.get("authorization", "").encode()
-                if not hmac.compare_digest(got, expected):
-                    return _json(p.Error(error="missing or wrong bearer token"), 401,
-                                 {"WWW-Authenticate": "Bearer"})
             try:
                 return _json(await handler(request))
             except HttpError as err:
@@ -88,6 +88,8 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
                 return _json(p.Error(error=str(err)), 422)
             except Full as err:
                 return _json(p.Error(error=str(err)), 503, {"Retry-After": str(RETRY_AFTER_S)})
+            except Exception as err:  # noqa: BLE001 - a bug of ours: still one JSON line, never a traceback
+                return _json(p.Error(error=redact(f"internal error: {type(err).__name__}: {str(err)[:200]}")), 500)
         return run
 
     async def guarded(session: Session, what: str, call: Awaitable):
@@ -107,9 +109,9 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
 
     async def start_episode(session: Session, seed: int | None):
         if not getattr(session.env, "blocking", False):
-            return await guarded(session, "reset", areset(session.env, seed=seed))
+            return await guarded(session, "reset", off_loop_reset(session.env, seed))
         async with reset_slots:
-            return await guarded(session, "reset", areset(session.env, seed=seed))
+            return await guarded(session, "reset", off_loop_reset(session.env, seed))
 
     async def locked(session: Session) -> contextlib.AbstractAsyncContextManager:
         await session.lock.acquire()
@@ -147,14 +149,12 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         lock = await locked(session)
         try:
             for name, value in req.options.items():
-                setter = getattr(session.env, f"set_{name}", None) if name in STEP_OPTIONS else None
-                if setter is None:
-                    raise Invalid(f"this environment takes no step option {name!r}")
-                setter(value)
+                step_option(session.env, name, value)
             if not session.was_reset:  # a step before any reset starts the episode first
                 await start_episode(session, None)
                 session.was_reset = True
-            obs, reward, terminated, truncated, info = await guarded(session, "step", astep(session.env, req.action))
+            obs, reward, terminated, truncated, info = await guarded(
+                session, "step", asyncio.to_thread(session.env.step, req.action))  # never on the loop
         finally:
             session.last_used = time.monotonic()
             lock.release()
@@ -182,8 +182,11 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
             yield
         finally:
             reaper.cancel()
-            await table.close_all()
-            await asyncio.to_thread(table.bench.close)
+            # bounded: an env stuck in a step (a program looping until its timeout) must not hold
+            # up the exit; serve() ends the process whatever threads are left
+            for closing in (table.close_all(), asyncio.to_thread(table.bench.close)):
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(closing, SHUTDOWN_S)
 
     routes = [
         Route("/health", endpoint(health), methods=["GET"]),
@@ -193,7 +196,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         Route("/step", endpoint(step), methods=["POST"]),
         Route("/close", endpoint(close), methods=["POST"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, settings=guard)])
 
     async def not_found(request, exc):
         status = getattr(exc, "status_code", 500)
@@ -206,13 +209,13 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
     return app
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+async def off_loop_reset(env, seed: int | None):
+    """A reset off the event loop: the env's own async path where it has one (ALFWorld waits for a
+    pooled worker without a thread), else a thread. Steps always run in a thread: a 100 KB search
+    through difflib, or a program's syntax check, would otherwise stall every other session."""
+    if hasattr(env, "areset"):
+        return await env.areset(seed=seed)
+    return await asyncio.to_thread(env.reset, seed=seed)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -241,7 +244,8 @@ def url_of(host: str, port: int) -> str:
 
 
 def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", port: int = 8000,
-          max_sessions: int = 64, idle_timeout_s: float = 600.0, token: str | None = None) -> int:
+          max_sessions: int = 64, idle_timeout_s: float = 600.0, token: str | None = None,
+          allow_hosts: tuple[str, ...] = (), max_timeout_s: float = 60.0) -> int:
     """Serve until SIGTERM/SIGINT; every session is closed on the way out. Returns the exit code."""
     import uvicorn
 
@@ -250,16 +254,20 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
         raise ConfigError(f"--max-sessions must be at least 1, got {max_sessions}")
     if idle_timeout_s <= 0:
         raise ConfigError(f"--idle-timeout-s must be positive, got {idle_timeout_s}")
+    if not 0 < max_timeout_s < float("inf"):
+        raise ConfigError(f"--max-timeout-s must be a positive number of seconds, got {max_timeout_s}")
     if not is_loopback(host) and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: --token T or ${TOKEN_ENV}")
     bench = load_benchmark(benchmark)
-    table = SessionTable(bench, base_config(bench, split, max_sessions), max_sessions, idle_timeout_s)
+    table = SessionTable(bench, base_config(bench, split, max_sessions), max_sessions, idle_timeout_s,
+                         max_timeout_s=max_timeout_s)
     sock = _bind(host, port)
-    app = create_app(table, token=token, executor_threads=max(8, min(max_sessions, 64)) + 4)
+    app = create_app(table, token=token, executor_threads=max(8, min(max_sessions, 64)) + 4,
+                     allow_hosts=allow_hosts)
     # Clients drop idle pooled connections after 5 s (see client.py): the server keeps them longer,
     # so a client never sends on a connection the server is closing.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_keep_alive=75, timeout_graceful_shutdown=5)
+                            timeout_keep_alive=75, timeout_graceful_shutdown=SHUTDOWN_S)
     server = uvicorn.Server(config)
 
     def stop(signum, frame) -> None:
@@ -270,5 +278,20 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
     print(f"serving {bench.name} on {url_of(host, sock.getsockname()[1])}", flush=True)
-    asyncio.run(server.serve(sockets=[sock]))
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(server.serve(sockets=[sock]))
+    finally:
+        loop.close()  # unlike asyncio.run, does not wait for the executor's threads
+    _exit_if_threads_linger()
     return 0
+
+
+def _exit_if_threads_linger() -> None:
+    """A step still running in a thread (a sandboxed program looping until its timeout) would keep
+    the process alive after SIGTERM, since Python joins executor threads at exit: end it now. Its
+    sandboxed children die with it (bubblewrap's --die-with-parent, the harness's PDEATHSIG)."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,11 +22,14 @@ from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.env import Env, aclose
 from reinagent.errors import ConfigError, choices
+from reinagent.service.guard import short
 
 #: RunConfig settings a client may choose per session (they change which env `make_env` builds).
 ENV_OPTIONS = ("agent", "max_steps", "timeout_s")
 #: per-step settings, applied as `env.set_<name>(value)` before the step (programming envs).
 STEP_OPTIONS = ("internal_tests",)
+MAX_STEPS = 1000  # a session's max_steps at most (an episode is a few dozen steps)
+MAX_INTERNAL_TESTS = 100  # a coder's own tests per step at most (it writes a handful)
 ALFWORLD_MAX_WORKERS = 32  # one worker process (~100 MB) per live ALFWorld session, at most this many
 
 
@@ -77,6 +81,18 @@ def base_config(bench: Benchmark, split: str | None, max_sessions: int) -> RunCo
     return config
 
 
+def step_option(env: Env, name: str, value: Any) -> None:
+    """Apply one per-step setting, checked here: a wrong type is a 422, not a crash in the env."""
+    setter = getattr(env, f"set_{name}", None) if name in STEP_OPTIONS else None
+    if setter is None:
+        raise Invalid(f"this environment takes no step option {short(name)}; valid: {choices(STEP_OPTIONS)}")
+    if not (isinstance(value, list) and all(isinstance(t, str) for t in value)):
+        raise Invalid(f"step option {name} must be a list of strings (test statements), got {short(value)}")
+    if len(value) > MAX_INTERNAL_TESTS:
+        raise Invalid(f"step option {name}: at most {MAX_INTERNAL_TESTS} tests, got {len(value)}")
+    setter(value)
+
+
 def plain(value: Any) -> Any:
     """A JSON-safe copy of an info dict (tuples become lists, unknown objects their str)."""
     return json.loads(json.dumps(value, default=str))
@@ -93,8 +109,10 @@ class Session:
 
 
 class SessionTable:
-    def __init__(self, bench: Benchmark, config: RunConfig, max_sessions: int, idle_timeout_s: float):
+    def __init__(self, bench: Benchmark, config: RunConfig, max_sessions: int, idle_timeout_s: float,
+                 *, max_timeout_s: float = 60.0):
         self.bench, self.config = bench, config
+        self.max_timeout_s = max_timeout_s  # a session's timeout_s at most: a step holds a sandbox slot that long
         self.tasks: dict[str, Task] = {t.task_id: t for t in bench.load_tasks(config.split)}
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
@@ -111,21 +129,28 @@ class SessionTable:
     def _config_for(self, options: dict[str, Any]) -> RunConfig:
         unknown = sorted(set(options) - set(ENV_OPTIONS))
         if unknown:
-            raise Invalid(f"unknown option {unknown[0]!r}; valid: {choices(ENV_OPTIONS)}")
+            raise Invalid(f"unknown option {short(unknown[0])}; valid: {choices(ENV_OPTIONS)}")
         if not options:
             return self.config
         if "agent" in options and options["agent"] not in self.bench.agents:
-            raise Invalid(f"unknown agent {options['agent']!r} for {self.bench.name}; valid: {choices(self.bench.agents)}")
+            raise Invalid(f"unknown agent {short(options['agent'])} for {self.bench.name}; valid: {choices(self.bench.agents)}")
         try:
-            return RunConfig(**{**self.config.model_dump(), **options})
+            config = RunConfig(**{**self.config.model_dump(), **options})
         except ValidationError as err:
             first = err.errors()[0]
             raise Invalid(f"option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        # the server's own limits: a client must not hold a sandbox slot for 1e9 s
+        if not (math.isfinite(config.timeout_s) and config.timeout_s <= self.max_timeout_s):
+            raise Invalid(f"option timeout_s: at most {self.max_timeout_s:g} s on this server "
+                          f"(serve-env --max-timeout-s), got {short(options.get('timeout_s'))}")
+        if config.max_steps is not None and config.max_steps > MAX_STEPS:
+            raise Invalid(f"option max_steps: at most {MAX_STEPS} on this server, got {config.max_steps}")
+        return config
 
     async def create(self, task_id: str, options: dict[str, Any] | None = None) -> Session:
         task = self.tasks.get(task_id)
         if task is None:
-            raise NotFound(f"unknown task {task_id!r}; GET /tasks lists the {len(self.tasks)} valid ids")
+            raise NotFound(f"unknown task {short(task_id)}; GET /tasks lists the {len(self.tasks)} valid ids")
         config = self._config_for(options or {})
         if len(self.sessions) + self._reserved >= self.max_sessions:
             raise Full(f"session cap reached ({self.max_sessions} open); close a session or retry later")
@@ -147,7 +172,7 @@ class SessionTable:
                 raise NotFound(f"no default session{which}: POST /reset without an id first")
         session = self.sessions.get(session_id)
         if session is None:
-            raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
+            raise NotFound(f"unknown session id {short(session_id)} (closed, timed out, or never created)")
         session.last_used = time.monotonic()
         return session
 
@@ -178,7 +203,7 @@ class SessionTable:
     async def close(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)
         if session is None:
-            raise NotFound(f"unknown session id {session_id!r} (closed, timed out, or never created)")
+            raise NotFound(f"unknown session id {short(session_id)} (closed, timed out, or never created)")
         for key in [k for k, sid in self.defaults.items() if sid == session_id]:
             del self.defaults[key]
         if not self.sessions:

@@ -62,6 +62,7 @@ class RunInfo:
     created_at: float
     records: int  # live (task, trial) records
     solved: int  # tasks solved in some trial
+    note: str = ""  # e.g. an import that did not finish
 
 
 def check_run_id(run_id: str) -> str:
@@ -132,11 +133,14 @@ class Store(ABC):
         out = []
         for run_id in self.run_ids():
             spec = self.read_spec(run_id)
-            records = self.read_records(run_id)
+            try:
+                records, note = self.read_records(run_id), ""
+            except StoreError:  # listed all the same, with why it cannot be read
+                records, note = [], "(import unfinished: run `store import` again)"
             cfg = spec.config
             out.append(RunInfo(run_id, str(cfg.get("benchmark")), str(cfg.get("agent")),
                                str(cfg.get("strategy")), spec.created_at, len(records),
-                               len({r.task_id for r in records if r.success})))
+                               len({r.task_id for r in records if r.success}), note))
         return out
 
     def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
@@ -150,6 +154,11 @@ class Store(ABC):
                     writer.append_replacing(entry)  # type: ignore[attr-defined]
         finally:
             writer.close()
+
+    def remove_run(self, run_id: str) -> None:
+        """Delete a run and everything it holds (`reinagent store rm`); StoreError while a writer
+        holds it, or when there is no such run."""
+        raise StoreError(f"{self.url} cannot remove runs")
 
     def query(self, run: str | None = None, benchmark: str | None = None, success: bool | None = None,
               *, as_frame: bool = False):

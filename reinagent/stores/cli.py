@@ -1,5 +1,5 @@
-"""`reinagent store ls|export|import`: list the runs of a store, copy one out to an ordinary run
-directory (which `reinagent report` reads), copy a run directory in."""
+"""`reinagent store ls|export|import|rm`: list the runs of a store, copy one out to an ordinary run
+directory (which `reinagent report` reads), copy a run directory in, delete a run."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 
 @click.group()
 def store() -> None:
-    """Runs in a store (a directory of runs, sqlite:///, postgresql://, mongodb://): ls, export, import."""
+    """Runs in a store (a directory of runs, sqlite:///, postgresql://, mongodb://): ls, export, import, rm."""
 
 
 @store.command(name="ls")
@@ -29,7 +29,7 @@ def ls(url: str) -> None:
         for r in runs:
             started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created_at))
             click.echo(f"{r.run_id:<56} {r.benchmark:<10} {r.agent:<12} {r.strategy:<27} {started:<16} "
-                       f"{r.records:>7} {r.solved:>6}")
+                       f"{r.records:>7} {r.solved:>6}" + (f" {r.note}" if r.note else ""))
 
 
 @store.command(name="export")
@@ -64,3 +64,21 @@ def import_(run_dir: str, url: str, run_id: str | None) -> None:
         db.import_log(run_id, spec, entries)
         shown = db.url
     click.echo(f"imported {run_dir} as run {run_id}: {len(entries)} entries into {shown}")
+
+
+@store.command(name="rm")
+@click.argument("url")
+@click.argument("run_id")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def rm(url: str, run_id: str, yes: bool) -> None:
+    """Delete run RUN_ID and all its records from the store (refused while a run or resume writes it)."""
+    from reinagent.errors import ReinagentError
+    from reinagent.stores import open_store
+
+    with open_store(url, create=False) as db:
+        if not db.has_run(run_id):
+            raise db.missing(run_id)
+        if not yes and not click.confirm(f"delete run {run_id} and its records from {db.url}?", default=False):
+            raise ReinagentError("nothing deleted (pass --yes to delete without asking)")
+        db.remove_run(run_id)
+        click.echo(f"removed run {run_id} from {db.url}")

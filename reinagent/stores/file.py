@@ -6,10 +6,13 @@ today's RunStore (flock'd run.lock: one writer per run).
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, TrialRecord, record_json
+from reinagent.runlock import RunLocked
 from reinagent.store import RECORDS, Entry, RunStore, atomic_write, check_new_run_dir, is_run_dir, read_log, read_spec
 from reinagent.stores.base import Store, StoreError, check_run_id
 
@@ -55,7 +58,7 @@ class FileStore(Store):
     def run_ids(self, benchmark: str | None = None) -> list[str]:
         if not self.root.is_dir():
             return []
-        runs = [p for p in self.root.iterdir() if p.is_dir() and is_run_dir(p)]
+        runs = [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and is_run_dir(p)]
         specs = {p.name: read_spec(p) for p in runs}
         ids = sorted(specs, key=lambda name: (specs[name].created_at, name))
         return [i for i in ids if benchmark is None or specs[i].config.get("benchmark") == benchmark]
@@ -74,8 +77,33 @@ class FileStore(Store):
         return read_log(self.path(run_id))
 
     def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
+        """Written in a hidden folder, then renamed into place: killed half-way, no partial run
+        appears (the hidden folder is cleared by the next import)."""
+        target = self.path(run_id)
         try:
-            check_new_run_dir(self.path(run_id))
+            check_new_run_dir(target)
         except RunDirError:
             raise StoreError(f"{self.url} already holds a run {run_id!r}; pass another --run-id") from None
-        write_run_dir(self.path(run_id), spec, entries)
+        staging = self.root / f".importing-{run_id}"
+        shutil.rmtree(staging, ignore_errors=True)  # what an import killed before left
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_run_dir(staging, spec, entries)
+        try:
+            if target.is_dir():
+                target.rmdir()  # check_new_run_dir allows a folder without a run; rename needs it gone
+            os.replace(staging, target)
+        except OSError as err:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise StoreError(f"cannot import into {target}: {err.strerror or err}; pass another --run-id") from None
+
+    def remove_run(self, run_id: str) -> None:
+        if not self.has_run(run_id):
+            raise self.missing(run_id)
+        try:
+            writer, _, _ = RunStore.open(self.path(run_id))  # the run lock: never under a live writer
+        except RunLocked as err:
+            raise StoreError(str(err)) from None
+        try:
+            shutil.rmtree(self.path(run_id))
+        finally:
+            writer.close()

@@ -98,20 +98,23 @@ class MongoStore(Store):
     def read_log(self, run_id: str) -> list[Entry]:
         if not self.has_run(run_id):
             raise self.missing(run_id)
+        self._check_imported(run_id)
         with self._guard("read"):
             rows = [(d["seq"], TrialRecord.model_validate(d["doc"])) for d in self.db.records.find({"run_id": run_id})]
             rows += [(d["seq"], Supersede.model_validate(d["doc"])) for d in self.db.markers.find({"run_id": run_id})]
         return [entry for _, entry in sorted(rows, key=lambda row: row[0])]
 
     # -- writing --------------------------------------------------------------------------------
-    def create_run(self, run_id: str, spec: RunSpec, log_dir: Path | None = None) -> "MongoRunWriter":
+    def create_run(self, run_id: str, spec: RunSpec, log_dir: Path | None = None, *,
+                   importing: bool = False) -> "MongoRunWriter":
         check_run_id(run_id)
         from pymongo.errors import DuplicateKeyError
 
+        mark = {"importing": True} if importing else {}  # in the same insert: no window without it
         with self._guard("create a run in"):
             try:
                 self.db.runs.insert_one({"_id": run_id, "benchmark": spec.config.get("benchmark"),
-                                         "created_at": spec.created_at, "spec": spec.model_dump(mode="json")})
+                                         "created_at": spec.created_at, "spec": spec.model_dump(mode="json"), **mark})
             except DuplicateKeyError:
                 raise StoreError(f"{self.url} already holds a run {run_id!r}; "
                                  f"continue it with `reinagent resume --store URL {run_id}`") from None
@@ -120,6 +123,7 @@ class MongoStore(Store):
     def open_run(self, run_id: str, log_dir: Path | None = None):
         if not self.has_run(check_run_id(run_id)):
             raise self.missing(run_id)
+        self._check_imported(run_id)
         writer = MongoRunWriter(self, run_id, log_dir, locked=True)
         try:
             return writer, self.read_spec(run_id), self.read_records(run_id)
@@ -134,6 +138,49 @@ class MongoStore(Store):
 
     def close(self) -> None:
         self.client.close()
+
+    # -- import and removal: MongoDB without a replica set has no multi-document transaction ----
+    def _importing(self, run_id: str) -> bool:
+        with self._guard("read"):
+            return bool((self.db.runs.find_one({"_id": run_id}, {"importing": 1}) or {}).get("importing"))
+
+    def _check_imported(self, run_id: str) -> None:
+        if self._importing(run_id):
+            raise StoreError(f"run {run_id} in {self.url} is an import that did not finish; run the same "
+                             "`reinagent store import` again to finish it (or `reinagent store rm` it)")
+
+    def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
+        """The run is marked `importing` until its last entry is in; a re-import of a marked run
+        starts it again, so a killed import never passes for an ordinary partial run."""
+        if self.has_run(check_run_id(run_id)) and self._importing(run_id):
+            self.remove_run(run_id)
+        writer = self.create_run(run_id, spec, importing=True)
+        try:
+            for entry in entries:
+                if isinstance(entry, Supersede):
+                    writer.append(entry)
+                else:
+                    writer.append_replacing(entry)
+            with self._guard(f"write run {run_id} to"):
+                self.db.runs.update_one({"_id": run_id}, {"$unset": {"importing": ""}})
+        finally:
+            writer.close()
+
+    def remove_run(self, run_id: str) -> None:
+        if not self.has_run(check_run_id(run_id)):
+            raise self.missing(run_id)
+        writer = MongoRunWriter(self, run_id, None, locked=True)  # never under a live writer
+        try:
+            with self._guard(f"remove run {run_id} from"):
+                # marked first: killed half-way, what is left is an unfinished import, not a run
+                self.db.runs.update_one({"_id": run_id}, {"$set": {"importing": True}})
+                for collection in (self.db.records, self.db.markers):
+                    collection.delete_many({"run_id": run_id})
+                self.db.generations.delete_many({"_id.run": run_id})
+                self.db.counters.delete_one({"_id": run_id})
+                self.db.runs.delete_one({"_id": run_id})
+        finally:
+            writer.close()
 
 
 class _Guard:

@@ -148,16 +148,48 @@ class SqlStore(Store):
         writer = SqlRunWriter(self, run_id, log_dir, locked=True)
         try:
             with writer.tx() as cur:
-                cur.execute(self.sql(f"{self.insert_ignore} reinagent_runs (run_id, benchmark, created_at, spec) "
-                                     f"VALUES (?, ?, ?, {self.json_param}){self.conflict_tail}"),
-                            (run_id, spec.config.get("benchmark"), spec.created_at, record_json(spec)))
-                if cur.rowcount != 1:
-                    raise StoreError(f"{self.url} already holds a run {run_id!r}; "
-                                     f"continue it with `reinagent resume --store URL {run_id}`")
+                self._insert_run(cur, run_id, spec)
         except BaseException:
             writer.close()
             raise
         return writer
+
+    def _insert_run(self, cur, run_id: str, spec: RunSpec) -> None:
+        cur.execute(self.sql(f"{self.insert_ignore} reinagent_runs (run_id, benchmark, created_at, spec) "
+                             f"VALUES (?, ?, ?, {self.json_param}){self.conflict_tail}"),
+                    (run_id, spec.config.get("benchmark"), spec.created_at, record_json(spec)))
+        if cur.rowcount != 1:
+            raise StoreError(f"{self.url} already holds a run {run_id!r}; "
+                             f"continue it with `reinagent resume --store URL {run_id}`")
+
+    def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
+        """One transaction: an import killed half-way leaves nothing, and can simply be run again."""
+        writer = SqlRunWriter(self, check_run_id(run_id), None, locked=True)
+        try:
+            with writer.tx() as cur:
+                writer.bulk = cur  # every append below joins this transaction
+                self._insert_run(cur, run_id, spec)
+                for entry in entries:
+                    if isinstance(entry, Supersede):
+                        writer.append(entry)
+                    else:
+                        writer.append_replacing(entry)
+        finally:
+            writer.bulk = None
+            writer.close()
+
+    def remove_run(self, run_id: str) -> None:
+        if not self.has_run(check_run_id(run_id)):
+            raise self.missing(run_id)
+        writer = SqlRunWriter(self, check_run_id(run_id), None, locked=True)  # never under a live writer
+        try:
+            with writer.tx() as cur:
+                for table in ("reinagent_entries", "reinagent_generations", "reinagent_runs"):
+                    cur.execute(self.sql(f"DELETE FROM {table} WHERE run_id = ?"), (run_id,))
+                if cur.rowcount != 1:
+                    raise self.missing(run_id)
+        finally:
+            writer.close()
 
     def open_run(self, run_id: str, log_dir: Path | None = None) -> tuple["SqlRunWriter", RunSpec, list[TrialRecord]]:
         if not self.has_run(check_run_id(run_id)):
@@ -194,6 +226,7 @@ class SqlRunWriter(AsyncAppend):
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self._mutex = threading.Lock()
+        self.bulk: Any = None  # the cursor of an import's one transaction, while it runs
         self.conn = store.connect()
         self._lock_handle = None
         try:
@@ -205,6 +238,9 @@ class SqlRunWriter(AsyncAppend):
 
     @contextmanager
     def tx(self) -> Iterator[Any]:
+        if self.bulk is not None:
+            yield self.bulk
+            return
         with self._mutex:
             try:
                 with self.store.transaction(self.conn) as cur:

@@ -3,7 +3,7 @@
 Durable like records.jsonl: WAL journal with synchronous=FULL, so a committed record survives a
 kill or a power cut. Writers of several processes serialize on SQLite's own write lock (BEGIN
 IMMEDIATE, waiting up to busy_timeout_s). The one-writer rule of a run: an exclusive flock on
-`<db>.locks/<run id>.lock` (runlock.RunLock), dropped by the kernel when its holder dies, as for a
+`<db>.locks/<run id>.lock` (runlock.RunLock; <db> is the resolved file, symlinks followed), dropped by the kernel when its holder dies, as for a
 run directory. SQLite cannot be shared across machines; use PostgreSQL for that.
 """
 
@@ -64,7 +64,9 @@ class SqliteStore(SqlStore):
             cur.close()
 
     def lock_run(self, conn, run_id: str) -> RunLock:
-        folder = Path(f"{self.path}.locks") / run_id
+        # keyed by the database file itself: the same file through a symlink (or another relative
+        # path) must find the same lock, or two writers would run one run
+        folder = Path(f"{self.path.resolve()}.locks") / run_id
         folder.mkdir(parents=True, exist_ok=True)
         try:
             return RunLock(folder).acquire()

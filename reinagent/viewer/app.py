@@ -34,7 +34,9 @@ HERE = Path(__file__).resolve().parent
 MAX_TEXT = 20_000  # one runaway observation must not make a page unusable
 
 
-def create_app(root: str | Path) -> FastAPI:
+def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> FastAPI:
+    from reinagent.service.guard import Guard, GuardSettings
+
     root = Path(root)
     cache = RunCache()
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
@@ -42,6 +44,8 @@ def create_app(root: str | Path) -> FastAPI:
     templates = Jinja2Templates(env=env)
     app = FastAPI(title="reinagent viewer", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    # DNS rebinding: loopback Host names only unless a token guards the viewer (service/guard.py)
+    app.add_middleware(Guard, settings=GuardSettings.of(token, allow_hosts, token_cookie="reinagent_view_token"))
 
     def run_dirs() -> dict[str, Path]:
         found = discover(root)
