@@ -49,7 +49,8 @@ class EvalResult:
     ci_low: float
     ci_high: float
     weights: str = ""  # what was evaluated: the model string (a checkpoint path) or "in-memory policy"
-    solved: tuple[str, ...] = ()  # task ids solved, for a paired test between two evaluations
+    task_ids: tuple[str, ...] = ()  # the tasks evaluated, in order
+    solved: tuple[str, ...] = ()  # those solved, for a paired test between two evaluations (rl/compare.py)
 
     def line(self) -> str:
         of = f" ({self.weights})" if self.weights else ""
@@ -206,6 +207,7 @@ class RLAgent:
         low, high = wilson_interval(wins, len(episodes))
         return EvalResult(split, len(episodes), sum(e.reward for e in episodes) / max(1, len(episodes)),
                           wins / max(1, len(episodes)), low, high, weights=self.weights,
+                          task_ids=tuple(e.task_id for e in episodes),
                           solved=tuple(e.task_id for e in episodes if e.success))
 
     # --- training --------------------------------------------------------------------------------

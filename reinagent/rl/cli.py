@@ -92,8 +92,21 @@ def _threads(agent) -> str:
 @rl.command(name="eval")
 @config_options
 @click.option("--split", default="test", show_default=True, help="Held-out split.")
-def eval_(config_file, output_dir, num_tasks, split) -> None:
-    """The policy's held-out success rate with its 95% interval (token rollouts, greedy)."""
+@click.option("--save", "save_to", type=click.Path(dir_okay=False), help="Write the per-task results as JSON.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False),
+              help="A --save file of another evaluation (the base model): print the paired comparison.")
+def eval_(config_file, output_dir, num_tasks, split, save_to, baseline) -> None:
+    """The policy's held-out success rate with its 95% interval (token rollouts, greedy); with
+    --baseline, `held-out success: B% -> A% on N tasks, McNemar p = P` against that evaluation."""
+    from reinagent.rl.compare import compare_lines, load_eval, save_eval
+
+    base = load_eval(baseline) if baseline else None  # a bad file fails before minutes of rollouts
     agent = _agent(config_file, output_dir=output_dir)
     agent.on_progress = _rollout_progress
-    click.echo(agent.evaluate(split=split, num_tasks=num_tasks).line())
+    result = agent.evaluate(split=split, num_tasks=num_tasks)
+    click.echo(result.line())
+    if save_to:
+        save_eval(result, save_to)
+    if base is not None:
+        for line in compare_lines(base, result):
+            click.echo(line)
