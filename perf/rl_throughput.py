@@ -5,6 +5,11 @@
     .venv/bin/python perf/rl_throughput.py --compare             # both, and the ratio trl / reinagent
     .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode (our trainer)
     .venv/bin/python perf/rl_throughput.py --model local:DIR --device cuda --peak-tflops 989
+    .venv/bin/python perf/rl_throughput.py --hogs 2                # the same with two busy-looping processes
+
+Each trainer's rollouts are compared with plain batched `model.generate` (KV cache, sampling at the
+same temperature, same batch of batch_size x G prompts, same max_new_tokens) on the same weights
+and prompts right after training: `rollout / generate` is the ratio issue 29 asks to be >= 0.8.
 
 Rollout tokens/s counts tokens the policy generated per second of generation; trainer tokens/s
 counts every token the forward/backward passes read (prompt, replies, feedback) per second of
@@ -42,12 +47,19 @@ def main() -> None:
     parser.add_argument("--trainer", choices=("trl", "reinagent"), default="trl",
                         help="GRPO through TRL's GRPOTrainer (default) or our own loss (async mode is always ours)")
     parser.add_argument("--compare", action="store_true", help="Run both trainers and print trl / reinagent ratios.")
+    parser.add_argument("--hogs", type=int, default=0, help="Busy-looping processes to run alongside (a loaded machine).")
+    parser.add_argument("--generate-repeats", type=int, default=3, help="Plain generate runs (median) per trainer.")
     args = parser.parse_args()
+    hogs = [start_hog() for _ in range(args.hogs)]
     device = args.device or "cpu"
     print(f"model {args.model} on {device}, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}; "
           f"{args.steps} steps x {args.batch_size} tasks x G={args.group_size}{' (async)' if args.async_mode else ''}")
     trainers = ("trl", "reinagent") if args.compare else (args.trainer,)
-    medians = {name: measure(args, name) for name in trainers}
+    try:
+        medians = {name: measure(args, name) for name in trainers}
+    finally:
+        for hog in hogs:
+            hog.kill()
     if args.compare:
         (r_trl, t_trl), (r_ours, t_ours) = medians["trl"], medians["reinagent"]
         print(f"ratio trl / reinagent: rollout tokens/s {r_trl / r_ours:.2f}, trainer tokens/s {t_trl / t_ours:.2f}")
@@ -57,6 +69,7 @@ def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
     """Train `args.steps` steps with one trainer; print and return (rollout, trainer) median tokens/s."""
     from reinagent.rl import RLAgent
     from reinagent.rl.policy import load_policy
+    from reinagent.rl.rollout import TokenRollout
 
     model, tokenizer = load_policy(args.model, device=args.device)  # fresh weights for each trainer
     params = sum(p.numel() for p in model.parameters())
@@ -67,10 +80,24 @@ def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
                         max_workers=args.batch_size * args.group_size, async_mode=args.async_mode,
                         threads=args.threads, output_dir=out, learning_rate=1e-5, trainer=trainer_name,
                         save_steps=args.steps)
+        seen = []  # each step's episodes: their prompts feed the plain generate below
+        real_run = TokenRollout.run
+
+        def run(self, *a, **k):
+            episodes = real_run(self, *a, **k)
+            seen.append(episodes)
+            return episodes
+
+        TokenRollout.run = run
         started = time.perf_counter()
-        summary = agent.train()
+        try:
+            summary = agent.train()
+        finally:
+            TokenRollout.run = real_run
         wall = time.perf_counter() - started
         rows = [json.loads(line) for line in Path(summary.metrics).read_text().splitlines()]
+        plain = [plain_generate(model, tokenizer, agent, seen[-1], args.max_response_length)
+                 for _ in range(args.generate_repeats)]
     rollout = [r["rollout_tokens_per_s"] for r in rows]
     trainer = [r["tokens_per_s"] for r in rows]
     name = "reinagent (async)" if args.async_mode else rows[0].get("trainer", trainer_name)
@@ -79,10 +106,48 @@ def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
     print(f"  trainer tokens/s (read):      median {statistics.median(trainer):.1f} (per step: {', '.join(f'{v:.1f}' for v in trainer)})")
     print(f"  wall time {wall:.1f}s for {summary.episodes} episodes (checkpoints included); rollout "
           f"{sum(r['rollout_s'] for r in rows):.1f}s, train {sum(r['train_s'] for r in rows):.1f}s (async overlaps them)")
+    import torch
+
+    print(f"  plain model.generate tokens/s: median {statistics.median(plain):.1f} (runs: "
+          f"{', '.join(f'{v:.1f}' for v in plain)}; batch {len(seen[-1])}, torch threads {torch.get_num_threads()})")
+    print(f"  rollout / generate: {statistics.median(rollout) / statistics.median(plain):.2f} (target >= 0.8)")
     if args.peak_tflops and (args.device or "cpu").startswith("cuda"):
         flops = (6 + 2) * params * statistics.median(trainer)  # forward + backward + the reference forward
         print(f"  trainer MFU: {flops / (args.peak_tflops * 1e12):.2%} of {args.peak_tflops} TFLOP/s")
     return statistics.median(rollout), statistics.median(trainer)
+
+
+def plain_generate(model, tokenizer, agent, episodes, max_new_tokens: int) -> float:
+    """Generated tokens/s of one batched model.generate over the episodes' first prompts: sampling
+    at temperature 1, KV cache, stopping rows at the same end tokens; tokens after a row's end are
+    not counted (the rollout does not count them either)."""
+    import torch
+
+    from reinagent.rl.policy import end_token_ids
+
+    ends = end_token_ids(tokenizer)
+    prompts = [e.prompt_ids for e in episodes]
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=model.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=model.device)
+    model.eval()
+    started = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
+                             temperature=1.0, top_k=0, top_p=1.0, eos_token_id=ends, pad_token_id=pad, use_cache=True)
+    seconds = time.perf_counter() - started
+    tokens = 0
+    for row in out[:, width:].tolist():
+        tokens += next((i + 1 for i, t in enumerate(row) if t in ends), len(row))
+    return tokens / seconds
+
+
+def start_hog():
+    """A process that spins on one core until killed."""
+    import subprocess
+
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
 if __name__ == "__main__":

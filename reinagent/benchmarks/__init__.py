@@ -6,7 +6,7 @@
     alfworld.py         ALFWorld text games: alfworld_env.py (the Env), alfworld_worker.py (the game
                         process), alfworld_data.py (game files), alfworld_prompts.py
     gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
-    arithmetic.py       generated one-digit sums (small enough for RL on a CPU)
+    arithmetic.py       generated one-digit sums (small enough for RL on a CPU); arithmetic20: 0..19
 
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.
@@ -57,6 +57,12 @@ REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "Arithmetic",
         ("cot",),
         "one-digit sums and differences (generated, 60 test / 140 train), reward 1/0",
+    ),
+    "arithmetic20": (
+        "reinagent.benchmarks.arithmetic",
+        "Arithmetic20",
+        ("cot",),
+        "sums and differences of 0..19 (generated, 300 test / 500 train), reward 1/0",
     ),
     "remote": (
         "reinagent.service.remote",

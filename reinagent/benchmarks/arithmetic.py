@@ -67,11 +67,12 @@ def make_task(a: int, op: str, b: int, task_id: str | None = None) -> Arithmetic
 
 
 @lru_cache(maxsize=None)
-def all_tasks() -> dict[str, tuple[ArithmeticTask, ...]]:
-    """Both splits, generated: every (a, op, b), shuffled by SEED, the first TEST_SIZE are `test`."""
-    items = [(a, op, b) for op in "+-" for a in range(10) for b in range(10)]
+def all_tasks(top: int = 9, test_size: int = TEST_SIZE) -> dict[str, tuple[ArithmeticTask, ...]]:
+    """Both splits, generated: every (a, op, b) with a, b in 0..top, shuffled by SEED, the first
+    `test_size` are `test` (so no problem is in both)."""
+    items = [(a, op, b) for op in "+-" for a in range(top + 1) for b in range(top + 1)]
     random.Random(SEED).shuffle(items)
-    cut = {"test": items[:TEST_SIZE], "train": items[TEST_SIZE:]}
+    cut = {"test": items[:test_size], "train": items[test_size:]}
     return {split: tuple(make_task(a, op, b, f"{split}/{a}{op}{b}") for a, op, b in rows)
             for split, rows in cut.items()}
 
@@ -80,6 +81,7 @@ class ArithmeticAgent(MathCotAgent):
     """The GSM8K chain-of-thought agent with arithmetic's prompt (short: small models fit it)."""
 
     name: ClassVar[str] = "cot"
+    system: str = SYSTEM
 
     def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
         parts = [f"Here are some examples:\n\n{EXAMPLES}\n\n(END OF EXAMPLES)"] if few_shot else []
@@ -87,7 +89,7 @@ class ArithmeticAgent(MathCotAgent):
         if block:
             parts.append(block)
         parts.append(self.task_text(task))
-        return [Message(role="system", content=SYSTEM), Message(role="user", content="\n\n".join(parts))]
+        return [Message(role="system", content=self.system), Message(role="user", content="\n\n".join(parts))]
 
 
 class Arithmetic(Benchmark):
@@ -99,10 +101,13 @@ class Arithmetic(Benchmark):
     default_split: ClassVar[str] = "test"
     reflection_examples: ClassVar[str] = REFLECTION_EXAMPLES
 
+    top: ClassVar[int] = 9  # operands 0..top
+    test_size: ClassVar[int] = TEST_SIZE
+
     def load_tasks(self, split: str) -> list[ArithmeticTask]:
         if split not in SPLITS:
-            raise ConfigError(f"unknown split {split!r} for arithmetic; valid: {choices(SPLITS)}")
-        return list(all_tasks()[split])
+            raise ConfigError(f"unknown split {split!r} for {self.name}; valid: {choices(SPLITS)}")
+        return list(all_tasks(self.top, self.test_size)[split])
 
     def make_env(self, task: MathTask, config) -> Env:
         return MathEnv(task, getattr(config, "max_steps", None) or 1)
@@ -118,4 +123,20 @@ class Arithmetic(Benchmark):
                           detail={"gold": task.answer, "predicted": verdict.value})
 
     def settings(self) -> dict[str, Any]:
-        return {"seed": SEED, "test_size": TEST_SIZE, "answer_rule": "as gsm8k: Finish[...] text, else the reply; judged by math-verify"}
+        return {"seed": SEED, "test_size": self.test_size, "max_operand": self.top,
+                "answer_rule": "as gsm8k: Finish[...] text, else the reply; judged by math-verify"}
+
+
+class Arithmetic20(Arithmetic):
+    """`arithmetic20`: the same problems with operands 0..19 (800 in all): 300 held out for `test`,
+    500 to train on, so a before/after comparison has the tasks a paired test needs (issue 29)."""
+
+    name: ClassVar[str] = "arithmetic20"
+    description: ClassVar[str] = "sums and differences of 0..19 (generated, 300 test / 500 train), reward 1/0"
+    top: ClassVar[int] = 19
+    test_size: ClassVar[int] = 300
+
+    def make_agent(self, name: str, config) -> ArithmeticAgent:
+        agent = super().make_agent(name, config)
+        agent.system = SYSTEM.replace("one-digit numbers", "numbers from 0 to 19")
+        return agent

@@ -35,8 +35,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     lines = [
         f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}",
         "",
-        f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, "
-        f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{s['status']}**",
+        f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, " + _size(s),
         "",
         f"run directory `{s.get('run_dir')}`, git commit `{s.get('git_commit') or 'unknown'}`",
         "",
@@ -61,6 +60,12 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     if errors[1]:
         lines += [table_markdown(errors), ""]
     return "\n".join(lines)
+
+
+def _size(s: dict[str, Any]) -> str:
+    if s.get("training_steps"):  # RL training rollouts: each step samples its own tasks
+        return f"RL training rollouts over {s['num_tasks']} tasks, {s['num_trials']} steps (trial = step), status **{s['status']}**"
+    return f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{s['status']}**"
 
 
 def table_markdown(table: Table) -> str:

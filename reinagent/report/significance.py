@@ -49,7 +49,7 @@ def two_proportion(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float]:
 def first_vs_last(s: dict[str, Any]) -> dict[str, Any] | None:
     """Trial 1 against the last trial's cumulative success of one run (paired by task)."""
     solved = s.get("solved_tasks")
-    if not solved or s.get("num_trials", 0) < 2:
+    if not solved or s.get("num_trials", 0) < 2 or s.get("training_steps"):  # RL steps sample other tasks
         return None
     first, last = set(solved["first_trial"]), set(solved["by_last_trial"])
     gained, lost = len(last - first), len(first - last)

@@ -42,6 +42,11 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     """The summary of de-duplicated records (one per (task, trial), as `load_run` gives them)."""
     cfg = spec.config
     num_trials = int(cfg.get("num_trials") or 0)
+    # An RL training run's rollouts (reinagent/rl/loop.py): trial = training step, tasks are sampled
+    # per step, so the planned trials are the steps and "cumulative solved" does not apply.
+    steps = spec.settings.get("steps") if isinstance(spec.settings.get("rl"), dict) else None
+    if steps:
+        num_trials = int(steps)
     task_ids = list(spec.task_ids)
     n_tasks = len(task_ids)
     by_trial: dict[int, list[TrialRecord]] = {}
@@ -96,7 +101,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         # which tasks, for the paired tests of report/significance.py
         "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far)},
         "num_trials": num_trials,
-        "status": "complete" if _finished(records, task_ids, num_trials) else "partial",
+        "status": ("complete" if (steps and by_trial and max(by_trial) >= num_trials)
+                   or (not steps and _finished(records, task_ids, num_trials)) else "partial"),
+        "training_steps": steps,  # set for RL training rollouts: trial = step, no cumulative figures
         "metric": "f1" if cfg.get("benchmark") in F1_BENCHMARKS else "pass_rate",
         "pass_at_1": trials[0]["solved"] / n_tasks if trials and n_tasks else 0.0,
         "success_rate": final["solved_cumulative"] / n_tasks if n_tasks else 0.0,

@@ -28,10 +28,11 @@ def trial_table(s: dict[str, Any]) -> Table:
     rows = []
     for t in s["trials"]:
         value = t.get("mean_f1") if s.get("metric") == "f1" else t.get("success_rate")
+        training = bool(s.get("training_steps"))  # RL rollouts: each step samples its own tasks
         rows.append([
             str(t["trial"]), str(t["attempted"]), str(t["solved"]),
-            f"{t['solved_cumulative']}/{s['num_tasks']}",
-            f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
+            "-" if training else f"{t['solved_cumulative']}/{s['num_tasks']}",
+            "-" if training else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
             num(value), str(t.get("errors", 0)), duration(t.get("wall_s", 0.0)),
         ])
     return header, rows

@@ -14,19 +14,20 @@ through reinagent's own agents and rollout strategies (`StandardReAct`, `ToT`, `
 
 from __future__ import annotations
 
-import asyncio
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reinagent.errors import ConfigError
+from reinagent.errors import ConfigError, choices
 from reinagent.records import Evaluation, TrialRecord, Trajectory
 from reinagent.rl.config import RLAgentConfig, build_rl_config
 from reinagent.rl.envs import check_trainable, find_task, resolve_env
 from reinagent.rl.loop import TrainSummary
-from reinagent.rl.policy import is_local_model, load_policy
+from reinagent.rl.policy import is_local_model, load_policy, torch_threads, weights_name
+
+# rollout strategies a token rollout plays (rollout.py): one reply per turn, feedback in between
+TOKEN_ROLLOUTS = {"react": "StandardReAct", "multi-turn": "MultiTurn"}
 
 
 @dataclass
@@ -47,32 +48,14 @@ class EvalResult:
     success_rate: float
     ci_low: float
     ci_high: float
+    weights: str = ""  # what was evaluated: the model string (a checkpoint path) or "in-memory policy"
+    task_ids: tuple[str, ...] = ()  # the tasks evaluated, in order
+    solved: tuple[str, ...] = ()  # those solved, for a paired test between two evaluations (rl/compare.py)
 
     def line(self) -> str:
-        return (f"{self.split}: success {self.success_rate:.1%} [95% CI {self.ci_low:.1%}, {self.ci_high:.1%}] "
+        of = f" ({self.weights})" if self.weights else ""
+        return (f"{self.split}{of}: success {self.success_rate:.1%} [95% CI {self.ci_low:.1%}, {self.ci_high:.1%}] "
                 f"over {self.n} tasks; mean reward {self.reward_mean:.3f}")
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _run_coroutine(coro: Any) -> Any:
-    """Run a coroutine to its end from sync code, also where an event loop is already running (a
-    notebook): then on a thread with a loop of its own, since asyncio.run refuses a nested loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 class RLAgent:
@@ -87,6 +70,8 @@ class RLAgent:
             if tokenizer is None:
                 raise ConfigError("RLAgent(model=<transformers model>) needs its tokenizer: RLAgent(model=m, tokenizer=t, ...)")
             self.policy, self.tokenizer = model, tokenizer
+        self.weights = "in-memory policy" if self.policy is not None else weights_name(self.config.model)
+        self.on_progress: Any = None  # handed to token rollouts: (episodes done, episodes, tokens, seconds)
         self.bench, self.run_config = resolve_env(self.config)
         self.agent = self.bench.make_agent(self.run_config.agent, self.run_config)
 
@@ -100,18 +85,45 @@ class RLAgent:
         """The transformers policy, loaded on first need from the model string."""
         if self.policy is None:
             self.policy, self.tokenizer = load_policy(self.config.model)
-        if self.config.threads:
-            import torch
+        import torch
 
-            torch.set_num_threads(self.config.threads)
+        torch.set_num_threads(torch_threads(self.config.threads))
         return self.policy, self.tokenizer
 
     def token_rollout(self, split: str | None = None):
         from reinagent.rl.rollout import TokenRollout
 
         check_trainable(self.bench)
+        if self.config.rollout not in TOKEN_ROLLOUTS:
+            raise ConfigError(f"rollout_strategy {self.config.rollout_strategy!r} runs with a model string "
+                              f"(scripted:FILE, provider/name, base_url); a trainable policy plays token rollouts: "
+                              f"valid here: {choices(TOKEN_ROLLOUTS.values())}")
         _, tokenizer = self.ensure_policy()
-        return TokenRollout(self.bench, self.agent, tokenizer, self.config, self.run_config)
+        rollout = TokenRollout(self.bench, self.agent, tokenizer, self.config, self.run_config)
+        rollout.on_progress = self.on_progress
+        return rollout
+
+    def check_text_settings(self) -> None:
+        """Settings that only token rollouts honour are refused on the text path (reinagent's agents
+        and rollouts), rather than silently doing nothing there."""
+        explicit = self.config.model_fields_set
+        ignored = ["max_obs_length"] if "max_obs_length" in explicit else []
+        if "max_prompt_length" in explicit and getattr(self.agent, "max_prompt_tokens", None) is None:
+            ignored.insert(0, "max_prompt_length")
+        if ignored:
+            raise ConfigError(f"{' and '.join(ignored)} apply to token rollouts of a trainable policy; the "
+                              f"{self.bench.name} {self.run_config.agent} agent run with model "
+                              f"{self.config.model!r} has no such limit: remove them from [rl]")
+
+    def publish(self, run_dir: Path) -> None:
+        """Copy a finished run directory into the store at storage_url (storage_backend other than file)."""
+        if self.config.storage_backend == "file":
+            return
+        from reinagent.store import read_log, read_spec
+        from reinagent.stores import open_store
+
+        with open_store(self.config.storage_url) as db:
+            db.import_log(Path(run_dir).resolve().name, read_spec(run_dir), read_log(run_dir))
 
     # --- episodes --------------------------------------------------------------------------------
 
@@ -119,10 +131,14 @@ class RLAgent:
         """One episode of the task the description names (a task id, its question, or for
         arithmetic any 'a + b'); greedy unless eval_temperature > 0."""
         task = find_task(self.bench, self.run_config, task_description)
+        if self.policy is None:
+            self.check_text_settings()
         if self.policy is not None:
             episode = self.token_rollout().run(self.policy, [task], temperature=self.config.eval_temperature)[0]
             return EpisodeResult(task.task_id, episode.trajectory(), episode.reward, episode.success)
-        trajectory, evaluation = _run_coroutine(self._episode(task))
+        from reinagent.runner import run_sync
+
+        trajectory, evaluation = run_sync(self._episode(task))
         return EpisodeResult(task.task_id, trajectory, evaluation.reward, evaluation.success)
 
     async def _episode(self, task: Any) -> tuple[Trajectory, Evaluation]:
@@ -152,9 +168,13 @@ class RLAgent:
         if self.policy is None:
             from reinagent.runner import run_experiment
 
+            self.check_text_settings()
             config = self.run_config.model_copy(update={"split": split, "num_envs": num, "run_dir": str(run_dir)})
-            return Path(run_experiment(config, progress=progress))
-        return self._collect_tokens(split, num, run_dir)
+            run_dir = Path(run_experiment(config, progress=progress))
+        else:
+            run_dir = self._collect_tokens(split, num, run_dir)
+        self.publish(run_dir)
+        return run_dir
 
     def _collect_tokens(self, split: str, num: int | None, run_dir: Path) -> Path:
         from reinagent.runner import make_spec
@@ -182,9 +202,13 @@ class RLAgent:
         episodes = self.token_rollout().run(self.ensure_policy()[0], tasks, temperature=self.config.eval_temperature,
                                             seed=self.config.seed)
         wins = sum(e.success for e in episodes)
-        low, high = wilson(wins, len(episodes))
+        from reinagent.report.stats import wilson_interval
+
+        low, high = wilson_interval(wins, len(episodes))
         return EvalResult(split, len(episodes), sum(e.reward for e in episodes) / max(1, len(episodes)),
-                          wins / max(1, len(episodes)), low, high)
+                          wins / max(1, len(episodes)), low, high, weights=self.weights,
+                          task_ids=tuple(e.task_id for e in episodes),
+                          solved=tuple(e.task_id for e in episodes if e.success))
 
     # --- training --------------------------------------------------------------------------------
 
@@ -208,7 +232,9 @@ class RLAgent:
         model, tokenizer = self.ensure_policy()
         run_config = self.run_config.model_copy(update={"split": split, "num_envs": cfg.num_tasks,
                                                         "temperature": cfg.temperature})
-        return train_policy(model, tokenizer, rollout, tasks, cfg, run_config, Path(output_dir or cfg.output_dir),
-                            learning_rate=learning_rate or cfg.learning_rate, num_epochs=num_epochs or cfg.num_epochs,
-                            batch_size=batch_size or cfg.batch_size, method=method,
-                            max_steps=max_steps if max_steps is not None else cfg.max_steps, on_step=on_step)
+        summary = train_policy(model, tokenizer, rollout, tasks, cfg, run_config, Path(output_dir or cfg.output_dir),
+                               learning_rate=learning_rate or cfg.learning_rate, num_epochs=num_epochs or cfg.num_epochs,
+                               batch_size=batch_size or cfg.batch_size, method=method,
+                               max_steps=max_steps if max_steps is not None else cfg.max_steps, on_step=on_step)
+        self.publish(Path(summary.rollouts))
+        return summary

@@ -54,11 +54,17 @@ def run(config_file, output_dir, num_tasks, quiet) -> None:
 @click.option("--overwrite", is_flag=True, default=None, help="Replace a non-empty output_dir.")
 def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
     """Train the policy on env_name's training split; prints `checkpoint: PATH` (--model local:PATH)."""
+    from reinagent.rl.metrics import signal_warning, step_line
+
     agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks, max_steps=max_steps, overwrite=overwrite)
+    agent.on_progress = _rollout_progress
+    click.echo(f"training {agent.weights} on {agent.bench.name}; {_threads(agent)}")
+
     def progress(row, steps):
-        click.echo(f"step {row['step']}/{steps}: reward {row['reward_mean']:.3f} (std {row['reward_std']:.3f}), "
-                   f"loss {row['loss']:.4f}, kl {row['kl']:.4f}, rollout {row['rollout_s']:.1f}s, "
-                   f"train {row['train_s']:.1f}s ({row['tokens_per_s']:.0f} tokens/s), staleness {row['staleness']}")
+        click.echo(step_line(row, steps))
+        warning = signal_warning(row)
+        if warning:
+            click.echo(warning, err=True)
 
     summary = agent.train(on_step=progress)
     mode = "async" if summary.async_mode else "sync"
@@ -70,10 +76,37 @@ def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
     click.echo(f"checkpoint: {summary.checkpoint}")
 
 
+def _rollout_progress(done: int, total: int, tokens: int, seconds: float) -> None:
+    """A line per generation batch, so a slow step is never minutes of silence."""
+    rate = tokens / seconds if seconds > 0 else 0.0
+    click.echo(f"  rollouts: {done}/{total} episodes done, {tokens} tokens generated, {rate:.1f} tokens/s", err=True)
+
+
+def _threads(agent) -> str:
+    import torch
+
+    agent.ensure_policy()  # loads the weights and sets torch's threads
+    return f"torch threads {torch.get_num_threads()} (threads / REINAGENT_TORCH_THREADS set it)"
+
+
 @rl.command(name="eval")
 @config_options
 @click.option("--split", default="test", show_default=True, help="Held-out split.")
-def eval_(config_file, output_dir, num_tasks, split) -> None:
-    """The policy's held-out success rate with its 95% interval (token rollouts, greedy)."""
+@click.option("--save", "save_to", type=click.Path(dir_okay=False), help="Write the per-task results as JSON.")
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False),
+              help="A --save file of another evaluation (the base model): print the paired comparison.")
+def eval_(config_file, output_dir, num_tasks, split, save_to, baseline) -> None:
+    """The policy's held-out success rate with its 95% interval (token rollouts, greedy); with
+    --baseline, `held-out success: B% -> A% on N tasks, McNemar p = P` against that evaluation."""
+    from reinagent.rl.compare import compare_lines, load_eval, save_eval
+
+    base = load_eval(baseline) if baseline else None  # a bad file fails before minutes of rollouts
     agent = _agent(config_file, output_dir=output_dir)
-    click.echo(agent.evaluate(split=split, num_tasks=num_tasks).line())
+    agent.on_progress = _rollout_progress
+    result = agent.evaluate(split=split, num_tasks=num_tasks)
+    click.echo(result.line())
+    if save_to:
+        save_eval(result, save_to)
+    if base is not None:
+        for line in compare_lines(base, result):
+            click.echo(line)

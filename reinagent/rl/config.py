@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from reinagent.errors import ConfigError, choices
 
 # The seed's rollout names -> reinagent/rollouts' registry names (our own names are accepted too).
 ROLLOUT_NAMES = {"StandardReAct": "react", "ToT": "tot", "MCTS": "mcts", "MultiTurn": "multi-turn"}
-STORAGE_BACKENDS = ("file",)  # the run directory (reinagent/store.py); other stores via `reinagent store`
+# "file": run directories only (reinagent/store.py); the others also copy every run directory an RL
+# run writes (rl run's, train's rollouts/) into the store at storage_url when it is complete
+STORAGE_BACKENDS = ("file", "sqlite", "postgresql", "mongodb")
+STORAGE_SCHEMES = {"sqlite": ("sqlite",), "postgresql": ("postgresql", "postgres"), "mongodb": ("mongodb", "mongodb+srv")}
 SEED_KEYS = ("max_turns", "max_prompt_length", "max_response_length", "max_obs_length", "react_format",
              "env_name", "env_port", "env_server_base", "rollout_strategy", "storage_backend", "max_workers")
 
@@ -36,6 +39,7 @@ class RLAgentConfig(BaseModel):
     env_server_base: str = "http://127.0.0.1"
     rollout_strategy: str = "StandardReAct"
     storage_backend: str = "file"
+    storage_url: str | None = None  # ours: sqlite:///PATH.db, postgresql://..., mongodb://... for those backends
     max_workers: int = Field(default=10, gt=0)  # episodes in flight at once (a generation batch for a local policy)
 
     # --- ours ---
@@ -58,9 +62,12 @@ class RLAgentConfig(BaseModel):
     micro_batch: int = Field(default=8, gt=0)  # sequences per forward/backward (gradient accumulation)
     trainer: Literal["trl", "reinagent"] = "trl"  # GRPO: TRL's GRPOTrainer, or our own loss (async mode uses ours)
     save_steps: int = Field(default=10, gt=0)  # trl trainer: a resumable checkpoint every N steps (and at the end)
+    # DAPO's dynamic sampling: up to N rounds of replacing a group whose rewards are all equal (no
+    # learning signal) by a fresh group of another training task; 0 keeps every group (sync trainers)
+    dynamic_sampling: int = Field(default=0, ge=0)
     async_mode: bool = False  # AReaL-style: rollouts of step k+1 overlap training step k (staleness <= 1)
     seed: int = 0
-    threads: int | None = Field(default=None, gt=0)  # torch CPU threads (None: torch's default)
+    threads: int | None = Field(default=None, gt=0)  # torch CPU threads (None: REINAGENT_TORCH_THREADS, else the idle cores)
     overwrite: bool = False  # replace a non-empty output_dir
 
     @field_validator("rollout_strategy")
@@ -78,6 +85,20 @@ class RLAgentConfig(BaseModel):
         if value not in STORAGE_BACKENDS:
             raise ValueError(f"unknown storage_backend {value!r}; valid: {choices(STORAGE_BACKENDS)}")
         return value
+
+    @model_validator(mode="after")
+    def _storage_url(self) -> "RLAgentConfig":
+        backend, url = self.storage_backend, self.storage_url
+        if backend == "file":
+            if url:
+                raise ValueError(f"storage_url is for storage_backend {choices(STORAGE_BACKENDS[1:])}; "
+                                 "with \"file\" the runs are directories under output_dir")
+            return self
+        scheme = (url or "").split("://", 1)[0].lower() if url and "://" in url else ""
+        if scheme not in STORAGE_SCHEMES[backend]:
+            raise ValueError(f"storage_backend {backend!r} needs storage_url = \"{STORAGE_SCHEMES[backend][0]}://...\" "
+                             f"(docs/stores.md)")
+        return self
 
     @property
     def rollout(self) -> str:
@@ -102,6 +123,6 @@ def build_rl_config(values: dict[str, Any], where: str = "[rl]") -> RLAgentConfi
         return RLAgentConfig(**values)
     except ValidationError as err:
         first = err.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "?"
+        key = ".".join(str(p) for p in first["loc"])
         message = first["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{where} {key}: {message}") from None
+        raise ConfigError(f"{where} {key}: {message}" if key else f"{where}: {message}") from None

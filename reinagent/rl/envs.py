@@ -17,7 +17,7 @@ from reinagent.errors import ConfigError, choices
 from reinagent.rl.config import RLAgentConfig
 
 # benchmarks whose environment takes a whole reply as the answer: token rollouts (training) need it
-TRAINABLE = ("arithmetic", "gsm8k")
+TRAINABLE = ("arithmetic", "arithmetic20", "gsm8k")
 
 
 def server_health(url: str, timeout_s: float = 2.0) -> dict | None:
@@ -46,9 +46,14 @@ def run_config_of(cfg: RLAgentConfig, *, split: str | None = None, **extra) -> R
             raise ConfigError(f"unknown env_name {name!r}; valid: {choices(benchmarks.benchmark_names())}, "
                               f"or an env server at {cfg.env_server_url} (none answered there)")
         name, env_url = "remote", cfg.env_server_url
+    rollout = cfg.rollout
+    if rollout == "react" and name.rsplit("-v", 1)[0] in TRAINABLE and cfg.max_turns > 1:
+        # a math environment takes one answer; ReAct would stop there. Token rollouts give feedback
+        # and another turn, up to max_turns: the multi-turn rollout is the same episode in text
+        rollout = "multi-turn"
     values = dict(
         benchmark=name, env_url=env_url, split=split if split is not None else cfg.split, model=cfg.model,
-        base_url=cfg.base_url, num_trials=1, num_envs=cfg.num_tasks, strategy="none", rollout=cfg.rollout,
+        base_url=cfg.base_url, num_trials=1, num_envs=cfg.num_tasks, strategy="none", rollout=rollout,
         max_steps=cfg.max_turns, max_turns=cfg.max_turns, turn_discount=cfg.turn_discount,
         max_tokens=cfg.max_response_length, max_prompt_tokens=cfg.max_prompt_length,
         temperature=cfg.eval_temperature, max_concurrency=cfg.max_workers, seed=cfg.seed,
@@ -87,9 +92,9 @@ def find_task(bench: Benchmark, run_config: RunConfig, description: str) -> Task
             question = getattr(task, "question", None)
             if text in (task.task_id, question, f"Question: {question}"):
                 return task
-    if bench.name == "arithmetic" and (m := _SUM.search(text)):
+    if bench.name.startswith("arithmetic") and (m := _SUM.search(text)):
         from reinagent.benchmarks.arithmetic import make_task
 
         return make_task(int(m.group(1)), m.group(2), int(m.group(3)))
     raise ConfigError(f"no {bench.name} task matches {text[:80]!r}; give a task id or a task's question"
-                      + (" (or 'a + b')" if bench.name == "arithmetic" else ""))
+                      + (" (or 'a + b')" if bench.name.startswith("arithmetic") else ""))

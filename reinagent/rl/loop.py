@@ -26,10 +26,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reinagent.errors import ConfigError
+from reinagent.errors import ConfigError, choices
 from reinagent.records import TrialRecord
 from reinagent.rl.config import RLAgentConfig
 from reinagent.rl.grpo import Learner, StepStats
+from reinagent.rl.metrics import metrics_row
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
 
 METRICS = "train_metrics.jsonl"
@@ -101,23 +102,6 @@ class RolloutLog:
         self.store.close()
 
 
-def metrics_row(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int) -> dict[str, Any]:
-    rewards = [e.reward for e in episodes]
-    mean = sum(rewards) / len(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    generated = sum(e.generated_tokens for e in episodes)
-    return {
-        "step": step, "loss": stats.loss, "reward_mean": mean, "reward_std": std,
-        "success_rate": sum(e.success for e in episodes) / len(episodes), "kl": stats.kl,
-        "clip_frac": stats.clip_frac, "tokens_per_s": stats.tokens / stats.train_s if stats.train_s else 0.0,
-        "rollout_tokens_per_s": generated / rollout_s if rollout_s else 0.0, "episodes": len(episodes),
-        "generated_tokens": generated, "trained_tokens": stats.trained_tokens,
-        "turns_mean": sum(e.turns for e in episodes) / len(episodes),
-        "policy_version": version, "staleness": version - min(e.version for e in episodes),
-        "rollout_s": rollout_s, "train_s": stats.train_s, "time": time.time(),
-    }
-
-
 def prepare_output(out: Path, overwrite: bool) -> None:
     import shutil
 
@@ -140,6 +124,38 @@ def resume_metrics(path: Path, step: int) -> list[dict[str, Any]]:
     return kept
 
 
+# What a resumed run may change: how long it trains, how often it saves, how fast it goes, where a
+# copy goes. Everything else (group_size, learning rate, model, task set, ...) defines the run.
+RESUMABLE_CHANGES = frozenset({"max_steps", "num_epochs", "save_steps", "overwrite", "threads", "output_dir",
+                               "max_workers", "storage_backend", "storage_url", "eval_temperature"})
+
+
+def run_settings(cfg: RLAgentConfig, method: str, steps: int, learning_rate: float, batch_size: int) -> dict[str, Any]:
+    """The settings recorded in rollouts/spec.json: the config and the values the run really used."""
+    from reinagent.redact import redact
+
+    rl = cfg.model_dump(mode="json")
+    if rl.get("storage_url"):
+        rl["storage_url"] = redact(rl["storage_url"])
+    return {"rl": rl, "method": method, "steps": steps,
+            "effective": {"learning_rate": learning_rate, "batch_size": batch_size, "method": method}}
+
+
+def check_resume(out: Path, settings: dict[str, Any]) -> None:
+    """Refuse to resume a run under settings that define a different run (one line naming them)."""
+    from reinagent.store import read_spec
+
+    before = read_spec(out / "rollouts").settings
+    old = {**before.get("rl", {}), **before.get("effective", {})}
+    new = {**settings["rl"], **settings["effective"]}
+    changed = [k for k in new if k not in RESUMABLE_CHANGES and k in old and old[k] != new[k]]
+    if changed:
+        what = ", ".join(f"{k} {old[k]!r} -> {new[k]!r}" for k in changed)
+        raise ConfigError(f"output_dir {out} holds a run with other settings ({what}); resuming may change only "
+                          f"{choices(sorted(RESUMABLE_CHANGES))}: restore them, choose another output_dir, "
+                          "or set overwrite = true to start again")
+
+
 def uses_trl(cfg: RLAgentConfig, method: str) -> bool:
     """TRL's GRPOTrainer trains GRPO unless asked otherwise; SFT and the async mode are ours."""
     return method == "grpo" and cfg.trainer == "trl" and not cfg.async_mode
@@ -153,19 +169,28 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
     if method == "grpo" and cfg.temperature <= 0:
         raise ConfigError("temperature must be > 0 for GRPO: a group of greedy episodes is one episode G times")
+    if cfg.async_mode and cfg.dynamic_sampling:
+        raise ConfigError("dynamic_sampling is for the synchronous trainers; async_mode generates the next batch "
+                          "while training, so set dynamic_sampling = 0 or async_mode = false")
     trl = uses_trl(cfg, method)
+    steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
+    settings = run_settings(cfg, method, steps, learning_rate, batch_size)
     resume, resume_step = None, None
-    if trl and not cfg.overwrite and (out / "rollouts" / "spec.json").is_file():
+    if not cfg.overwrite and (out / "rollouts" / "spec.json").is_file():
+        if not trl:
+            mode = "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
+            raise ConfigError(f"output_dir {out} holds a training run; {mode} trains with reinagent's own loop, "
+                              "which cannot resume: choose another output_dir, or set overwrite = true to start "
+                              "again (only trainer = \"trl\" resumes)")
         from reinagent.rl.trl_grpo import last_checkpoint
 
+        check_resume(out, settings)
         resume, resume_step = last_checkpoint(out)
     else:
         prepare_output(out, cfg.overwrite)
-    steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
     if resume_step is not None and resume_step >= steps:
         raise ConfigError(f"output_dir {out} holds a run trained for {resume_step} steps already; raise max_steps "
                           f"above {resume_step} to continue it, or set overwrite = true to start again")
-    settings = {"rl": cfg.model_dump(mode="json"), "method": method, "steps": steps}
     log = RolloutLog(out / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(out / METRICS), rollouts=str(out / "rollouts"), method=method,
@@ -186,8 +211,11 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
             for row in kept:
                 note(row, [])
 
-            def record(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int) -> None:
-                row = metrics_row(step, episodes, stats, rollout_s, version)
+            def record(step: int, episodes: list[TokenEpisode], stats: StepStats, rollout_s: float, version: int,
+                       resampled: int = 0) -> None:
+                row = metrics_row(step, episodes, loss=stats.loss, kl=stats.kl, clip_frac=stats.clip_frac,
+                                  tokens=stats.tokens, trained_tokens=stats.trained_tokens, rollout_s=rollout_s,
+                                  train_s=stats.train_s, version=version, resampled_groups=resampled)
                 metrics.write(json.dumps(row) + "\n")
                 metrics.flush()
                 log.add(step, episodes)
@@ -214,11 +242,12 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                 else:
                     for step, batch in enumerate(batches, start=1):
                         started = time.perf_counter()
-                        episodes = rollout.run(model, batch, samples=samples, temperature=cfg.temperature,
-                                               version=learner.version, seed=cfg.seed * 100_003 + step)
+                        episodes, resampled = rollout.run_with_signal(
+                            model, batch, tasks, samples=samples, temperature=cfg.temperature, version=learner.version,
+                            seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling if method == "grpo" else 0)
                         rollout_s = time.perf_counter() - started
                         stats = learner.update(episodes, on_policy=True)
-                        record(step, episodes, stats, rollout_s, learner.version - 1)
+                        record(step, episodes, stats, rollout_s, learner.version - 1, resampled)
     finally:
         log.close()
     summary.checkpoint = str(out / "checkpoint")

@@ -29,6 +29,14 @@ def is_local_model(name: str) -> bool:
     return name == "local" or name.startswith("local:") or Path(name).expanduser().is_dir()
 
 
+def weights_name(name: str) -> str:
+    """What a model string's weights are, for a person: the embedded model or the directory."""
+    if name == "local":
+        return "base: the embedded model"
+    path = name.removeprefix("local:")
+    return f"weights: {Path(path).expanduser().resolve()}" if is_local_model(name) else f"model: {name}"
+
+
 def load_policy(name: str, *, device: str | None = None) -> tuple[Any, Any]:
     """(model, tokenizer) for `local`, `local:PATH` or a HF model directory, in fp32 (CPU training
     wants fp32; on a GPU the matmuls would run under bf16 autocast)."""
@@ -51,6 +59,33 @@ def load_policy(name: str, *, device: str | None = None) -> tuple[Any, Any]:
     if device:
         model.to(device)
     return model, tokenizer
+
+
+def available_cores() -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup CPU quota (a container's
+    `--cpus`), which os.cpu_count() ignores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def torch_threads(configured: int | None = None) -> int:
+    """Intra-op threads for torch: `threads` from the config, else REINAGENT_TORCH_THREADS, else the
+    cores not already busy (available cores minus the 1-minute load average, at least 1). torch's
+    default (every core) oversubscribes a shared machine: its threads meet at a barrier after each
+    matmul, so one descheduled thread stalls them all; that is where a busy machine lost 100x."""
+    from reinagent.errors import env_count
+
+    if configured:
+        return configured
+    cores = available_cores()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return env_count("REINAGENT_TORCH_THREADS", max(1, min(cores, int(cores - load + 1))))
 
 
 def end_token_ids(tokenizer: Any) -> list[int]:

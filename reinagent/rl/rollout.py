@@ -16,14 +16,15 @@ Episodes of several tasks and G samples each are generated together, in batches 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from reinagent.agents.parsing import parse_output
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.distil.masks import end_of_turn_tokens
 from reinagent.memory import MemoryView
-from reinagent.records import Message, Step, Trajectory
+from reinagent.records import Message, ModelCall, Step, Trajectory
 from reinagent.rl.config import RLAgentConfig
 from reinagent.rl.policy import end_token_ids
 from reinagent.rollouts.multi_turn import FEEDBACK
@@ -49,6 +50,7 @@ class TokenEpisode:
     end_reason: str = "unfinished"
     prompt_truncated: bool = False
     version: int = 0  # policy version that generated it (async mode's staleness = trainer version - this)
+    calls: list[tuple[int, int]] = field(default_factory=list)  # per turn: (context tokens read, tokens generated)
 
     @property
     def turns(self) -> int:
@@ -63,6 +65,7 @@ class TokenEpisode:
         return Trajectory(
             messages=[Message(**m) for m in self.messages], steps=self.steps, answer=self.answer,
             end_reason=self.end_reason, rollout="rl-tokens",
+            calls=[ModelCall(role="actor", model="policy", prompt_tokens=p, completion_tokens=c) for p, c in self.calls],
             extra={"sample": self.sample, "policy_version": self.version, "prompt_tokens": len(self.prompt_ids),
                    "completion_tokens": len(self.completion_ids), "generated_tokens": self.generated_tokens,
                    "prompt_truncated": self.prompt_truncated},
@@ -77,6 +80,8 @@ class TokenRollout:
         self.ends = end_token_ids(tokenizer)
         self.end_text = end_of_turn_tokens(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.ends[0]
+        # called after every generation batch: on_progress(episodes done, episodes, tokens generated, seconds)
+        self.on_progress: Callable[[int, int, int, float], None] | None = None
 
     # --- text <-> tokens -----------------------------------------------------------------------
 
@@ -135,7 +140,8 @@ class TokenRollout:
             ep.version = version
         torch.manual_seed(seed)
         was_training = model.training
-        model.eval()
+        model.eval()  # dropout off; also lets generate() use its KV cache under gradient checkpointing
+        started = time.perf_counter()
         try:
             active = list(episodes)
             while active:
@@ -144,12 +150,45 @@ class TokenRollout:
                     replies = self._generate(model, chunk, temperature)
                     for ep, (ids, logps) in zip(chunk, replies):
                         self._play(ep, ids, logps, by_id[ep.task_id], envs)
+                    if self.on_progress is not None:
+                        done = sum(e.end_reason != "unfinished" for e in episodes)
+                        self.on_progress(done, len(episodes), sum(e.generated_tokens for e in episodes),
+                                         time.perf_counter() - started)
                 active = [e for e in active if e.end_reason == "unfinished"]
         finally:
             model.train(was_training)
             for env in envs.values():
                 env.close()
         return episodes
+
+    def run_with_signal(self, model: Any, tasks: list[Task], pool: list[Task], *, samples: int, temperature: float,
+                        version: int = 0, seed: int = 0, rounds: int = 0) -> tuple[list[TokenEpisode], int]:
+        """`run`, then DAPO's dynamic sampling: a group whose rewards are all equal teaches nothing,
+        so for up to `rounds` rounds each such group is replaced by a fresh group of another task
+        drawn from `pool`. Returns the episodes (group i still the i-th group) and how many groups
+        were replaced; groups still flat after the last round stay (advantage 0)."""
+        import random
+
+        episodes = self.run(model, tasks, samples=samples, temperature=temperature, version=version, seed=seed)
+        rng, used, replaced = random.Random(seed), {t.task_id for t in tasks}, 0
+        for attempt in range(1, rounds + 1):
+            flat = [g for g in range(len(tasks)) if len({e.reward for e in episodes if e.group == g}) == 1]
+            fresh = [t for t in pool if t.task_id not in used]
+            if not flat or not fresh:
+                break
+            picks = rng.sample(fresh, min(len(flat), len(fresh)))
+            used |= {t.task_id for t in picks}
+            redo = self.run(model, picks, samples=samples, temperature=temperature, version=version,
+                            seed=seed * 1_000 + attempt)
+            for g, pick in zip(flat, range(len(picks))):
+                episodes = [e for e in episodes if e.group != g]
+                for e in redo:
+                    if e.group == pick:
+                        e.group = g
+                        episodes.append(e)
+            replaced += len(picks)
+        episodes.sort(key=lambda e: (e.group, e.sample))
+        return episodes, replaced
 
     def _new_env(self, task: Task) -> Any:
         env = self.bench.make_env(task, self.run_config)
@@ -167,14 +206,18 @@ class TokenRollout:
         attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
         sample = temperature > 0
         options = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {"do_sample": False}
-        with torch.no_grad():
+        with torch.inference_mode():
+            # use_cache=True: a policy trained with gradient checkpointing has config.use_cache off,
+            # and without the KV cache every new token re-reads the whole context (quadratic)
             out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=self.cfg.max_response_length,
                                  eos_token_id=self.ends, pad_token_id=self.pad_id, output_logits=True,
-                                 return_dict_in_generate=True, **options)
-        new = out.sequences[:, width:]
-        # log-probs at the sampling temperature, as the trainer computes them (TRL does the same)
-        logits = torch.stack(out.logits, dim=1).float() / (temperature if sample else 1.0)
-        logps = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+                                 return_dict_in_generate=True, use_cache=True, **options)
+            new = out.sequences[:, width:]
+            # log-probs at the sampling temperature, as the trainer computes them (TRL does the same);
+            # one step at a time, so no second [batch, tokens, vocabulary] copy is made
+            scale = temperature if sample else 1.0
+            logps = torch.stack([torch.log_softmax(step.float() / scale, dim=-1).gather(-1, new[:, i:i + 1]).squeeze(-1)
+                                 for i, step in enumerate(out.logits)], dim=1)
         replies = []
         for row in range(len(chunk)):
             ids = new[row].tolist()
@@ -184,6 +227,7 @@ class TokenRollout:
 
     def _play(self, ep: TokenEpisode, ids: list[int], logps: list[float], task: Task, envs: dict[int, Any]) -> None:
         """Send one reply to the environment; end the episode or append the feedback tokens."""
+        ep.calls.append((len(ep.prompt_ids) + len(ep.completion_ids), len(ids)))
         ep.completion_ids += ids
         ep.env_mask += [1] * len(ids)
         ep.logprobs += [v if math.isfinite(v) else 0.0 for v in logps]

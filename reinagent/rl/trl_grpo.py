@@ -21,13 +21,14 @@ One generation per optimiser step (steps_per_generation = gradient_accumulation_
 from __future__ import annotations
 
 import json
-import math
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from reinagent.rl.config import RLAgentConfig
+from reinagent.rl.metrics import metrics_row
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
 
 TRAINER_DIR = "trainer"
@@ -65,6 +66,7 @@ class MetricsCallback:
         self.metrics, self.on_row = metrics, on_row
         self.episodes: list[TokenEpisode] = []
         self.rollout_s = 0.0
+        self.resampled = 0  # groups replaced by dynamic sampling in this step's rollouts
         self.step_started = 0.0
         self.step_s = 0.0
 
@@ -88,22 +90,14 @@ class MetricsCallback:
 
     def write(self, step: int, logs: dict[str, Any]) -> None:
         eps = self.episodes
-        rewards = [e.reward for e in eps]
-        mean = sum(rewards) / len(rewards)
-        std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
         generated = sum(e.generated_tokens for e in eps)
         tokens = sum(len(e.prompt_ids) + len(e.completion_ids) for e in eps)
         train_s = max(self.step_s - self.rollout_s, 1e-9)
-        row = {
-            "step": step, "loss": float(logs["loss"]), "reward_mean": mean, "reward_std": std,
-            "success_rate": sum(e.success for e in eps) / len(eps), "kl": float(logs.get("kl", 0.0)),
-            "clip_frac": float(logs.get("clip_ratio/region_mean", 0.0)), "tokens_per_s": tokens / train_s,
-            "rollout_tokens_per_s": generated / self.rollout_s if self.rollout_s else 0.0, "episodes": len(eps),
-            "generated_tokens": generated, "trained_tokens": generated,
-            "turns_mean": sum(e.turns for e in eps) / len(eps), "policy_version": step - 1, "staleness": 0,
-            "rollout_s": self.rollout_s, "train_s": train_s, "grad_norm": float(logs.get("grad_norm", 0.0)),
-            "trainer": "trl", "time": time.time(),
-        }
+        row = metrics_row(step, eps, loss=float(logs["loss"]), kl=float(logs.get("kl", 0.0)),
+                          clip_frac=float(logs.get("clip_ratio/region_mean", 0.0)), tokens=tokens,
+                          trained_tokens=generated, rollout_s=self.rollout_s, train_s=train_s, version=step - 1,
+                          resampled_groups=self.resampled, grad_norm=float(logs.get("grad_norm", 0.0)),
+                          trainer="trl")
         self.metrics.write(json.dumps(row) + "\n")
         self.metrics.flush()
         self.on_row(row, eps)
@@ -112,14 +106,17 @@ class MetricsCallback:
 
 def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
                       callback: MetricsCallback) -> Any:
+    pool = list(by_id.values())
+
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         group = trainer.num_generations
         tasks = [by_id[prompts[i]] for i in range(0, len(prompts), group)]
         step = trainer.state.global_step + 1
         model = trainer.accelerator.unwrap_model(trainer.model)
         started = time.perf_counter()
-        episodes = rollout.run(model, tasks, samples=group, temperature=cfg.temperature, version=step - 1,
-                               seed=cfg.seed * 100_003 + step)
+        episodes, callback.resampled = rollout.run_with_signal(
+            model, tasks, pool, samples=group, temperature=cfg.temperature, version=step - 1,
+            seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
         callback.rollout_s = time.perf_counter() - started
         callback.episodes = episodes
         log.add(step, episodes)  # before the update: a resumed run supersedes trials past its checkpoint
@@ -130,14 +127,15 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
     return rollout_func
 
 
-def reference_path(model: Any, out: Path) -> None:
-    """TRL builds its reference model from `config._name_or_path`; a model that was not loaded from
-    a directory (built in memory) is saved once to out/reference so that it can."""
-    if Path(str(getattr(model.config, "_name_or_path", "") or "")).is_dir():
+def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
+    """TRL builds its reference model from the weights on disk (`config._name_or_path`), not from
+    the policy it was handed, which may have been changed in memory: the KL would then measure the
+    distance to the wrong model (0.164 at step 1 instead of 0). Copy the starting policy in."""
+    if trainer.ref_model is None:
         return
-    ref = out / "reference"
-    model.save_pretrained(ref)
-    model.config._name_or_path = str(ref)
+    ref = trainer.accelerator.unwrap_model(trainer.ref_model)
+    device = next(ref.parameters()).device
+    ref.load_state_dict({k: v.to(device) for k, v in start_state.items()}, strict=True)
 
 
 def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
@@ -161,8 +159,16 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
     ids = [t.task_id for t in tasks]
     while len(ids) < batch_size:  # RepeatSampler drops a short batch: fewer tasks than batch_size repeat
         ids += ids[: batch_size - len(ids)]
-    if cfg.kl_coef > 0:
-        reference_path(model, out)
+    name_or_path, scratch = getattr(model.config, "_name_or_path", ""), None
+    if cfg.kl_coef > 0 and not Path(str(name_or_path or "")).is_dir():
+        # TRL needs a path to build its reference from; its weights are replaced by the policy's below
+        scratch = tempfile.TemporaryDirectory(prefix="reinagent-ref-")
+        model.save_pretrained(scratch.name)
+        model.config._name_or_path = scratch.name
+    start_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if cfg.kl_coef > 0 else {}
+    # transformers 5 renamed gradient_checkpointing (the old name warns)
+    checkpointing = ("activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__
+                     else "gradient_checkpointing")
     args = GRPOConfig(
         output_dir=str(out / TRAINER_DIR), per_device_train_batch_size=per_device,
         gradient_accumulation_steps=accumulate, steps_per_generation=accumulate, num_generations=group,
@@ -170,14 +176,22 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
         weight_decay=0.0, max_grad_norm=1.0, beta=cfg.kl_coef, epsilon=cfg.clip_eps,
         temperature=cfg.temperature if cfg.temperature > 0 else 1.0, loss_type="dapo", scale_rewards="group",
         max_completion_length=cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1),
-        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=2, report_to="none",
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=1, report_to="none",
         seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
-        disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True)
+        disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True,
+        # TRL turns gradient checkpointing on by default, which also turns the KV cache off; on a
+        # CPU a small policy's activations fit, and recomputing the forward only costs time
+        **{checkpointing: torch.cuda.is_available()})
     callback = MetricsCallback(metrics, on_row)
     trainer = GRPOTrainer(
         model=model, reward_funcs=env_reward, args=args, train_dataset=Dataset.from_dict({"prompt": ids}),
         processing_class=tokenizer, callbacks=[callback.hooks()],
         rollout_func=make_rollout_func(rollout, cfg, {t.task_id: t for t in tasks}, log, callback))
+    anchor_reference(trainer, start_state)
+    del start_state
+    if scratch is not None:
+        model.config._name_or_path = name_or_path
+        scratch.cleanup()
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log dict; our metrics file has the rows

@@ -36,7 +36,7 @@ FEEDBACK = "Unfortunately your answer is wrong. Let's try again."
 RETRY_AFTER = ("finished", "step_budget")  # how a turn may end and still be followed by another
 
 # benchmark -> agents that can continue an episode; checked before a run starts
-CONTINUABLE = {"gsm8k": ("cot",), "arithmetic": ("cot",), "hotpotqa": ("cot-context", "cot-no-context")}
+CONTINUABLE = {"gsm8k": ("cot",), "arithmetic": ("cot",), "arithmetic20": ("cot",), "hotpotqa": ("cot-context", "cot-no-context")}
 
 
 class Turn(BaseModel):

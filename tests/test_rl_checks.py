@@ -1,0 +1,228 @@
+"""reinagent.rl's correctness checks (issue 29): the KL is anchored to the policy training started
+from, one step moves log-probs the way the advantages say (both trainers), settings are honoured
+or refused, a resume under other settings is refused, and training says what it is doing."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from reinagent.errors import ConfigError
+from reinagent.rl import RLAgent, build_rl_config
+
+from .test_rl import tiny_model  # noqa: F401  (the module-scoped tiny model fixture)
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+TRAINERS = ["reinagent", pytest.param("trl", marks=pytest.mark.slow)]
+
+
+def _rewarded(monkeypatch):
+    """Sample 0 of every group wins, so every group has reward variance."""
+    from reinagent.rl import rollout as rollout_module
+
+    real_play = rollout_module.TokenRollout._play
+
+    def play(self, ep, ids, logps, task, envs):
+        real_play(self, ep, ids, logps, task, envs)
+        ep.reward = float(ep.sample == 0)
+        ep.success = bool(ep.reward)
+
+    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)
+
+
+def _recorded(monkeypatch) -> list:
+    """Every batch of episodes the training rollouts produce, in order."""
+    from reinagent.rl import rollout as rollout_module
+
+    seen: list = []
+    real_run = rollout_module.TokenRollout.run
+
+    def run(self, *args, **kwargs):
+        episodes = real_run(self, *args, **kwargs)
+        seen.append(episodes)
+        return episodes
+
+    monkeypatch.setattr(rollout_module.TokenRollout, "run", run)
+    return seen
+
+
+def _agent(model, tokenizer, tmp_path, trainer, **extra):
+    settings = dict(env_name="arithmetic", max_turns=1, max_response_length=4, num_tasks=4, batch_size=2,
+                    group_size=2, max_steps=1, learning_rate=1e-3, kl_coef=0.1, threads=1, micro_batch=8,
+                    trainer=trainer, output_dir=str(tmp_path / "out"))
+    return RLAgent(model=model, tokenizer=tokenizer, **{**settings, **extra})
+
+
+def _rows(summary) -> list[dict]:
+    return [json.loads(line) for line in Path(summary.metrics).read_text().splitlines()]
+
+
+@pytest.mark.parametrize("trainer", TRAINERS)
+def test_kl_is_zero_at_step_one_for_a_policy_changed_in_memory(tiny_model, tmp_path, monkeypatch, trainer):  # noqa: F811
+    """The reference is the policy as training starts, not the weights on disk it was loaded from
+    (TRL's trainer rebuilt it from disk: KL 0.164 at step 1 in the issue)."""
+    from reinagent.rl.policy import load_policy
+
+    _rewarded(monkeypatch)
+    model, tokenizer = load_policy(f"local:{tiny_model}")
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))  # the weights on disk are no longer the policy's
+    summary = _agent(model, tokenizer, tmp_path, trainer).train()
+    row = _rows(summary)[0]
+    assert row["step"] == 1 and row["kl"] == pytest.approx(0.0, abs=1e-6), row
+    assert not (tmp_path / "out" / "reference").exists()  # no copy of the weights is left behind
+
+
+@pytest.mark.parametrize("trainer", TRAINERS)
+def test_one_step_raises_logp_of_positive_advantages(tiny_model, tmp_path, monkeypatch, trainer):  # noqa: F811
+    """sum_i A_i * (logp_after_i - logp_before_i) > 0 over the step's episodes: the update goes up
+    the advantage-weighted likelihood. Flipping the loss's sign (or the reward's) makes it negative."""
+    from reinagent.rl.grpo import completion_logps, group_advantages, make_batch
+    from reinagent.rl.policy import load_policy
+
+    _rewarded(monkeypatch)
+    seen = _recorded(monkeypatch)
+    model, tokenizer = load_policy(f"local:{tiny_model}")
+    before = copy.deepcopy(model).eval()
+    _agent(model, tokenizer, tmp_path, trainer, kl_coef=0.0, learning_rate=1e-4).train()
+    [episodes] = seen
+    advantages = group_advantages(episodes)
+    assert any(a > 0 for a in advantages) and any(a < 0 for a in advantages)
+    batch = make_batch(episodes, advantages, tokenizer.pad_token_id)
+    rows = slice(0, len(episodes))
+    model.eval()
+    with torch.no_grad():
+        old = (completion_logps(before, batch, rows, 1.0) * batch.loss_mask).sum(-1)
+        new = (completion_logps(model, batch, rows, 1.0) * batch.loss_mask).sum(-1)
+    moved = float((batch.advantages * (new - old)).sum())
+    assert moved > 0, (moved, advantages, (new - old).tolist())
+
+
+def test_rollout_strategies_a_policy_cannot_play_are_refused(tiny):
+    model, tokenizer = tiny
+    for name in ("ToT", "MCTS"):
+        agent = RLAgent(model=model, tokenizer=tokenizer, env_name="arithmetic", rollout_strategy=name)
+        with pytest.raises(ConfigError) as err:
+            agent.train()
+        assert name in str(err.value) and "StandardReAct" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model):  # noqa: F811
+    from reinagent.rl.policy import load_policy
+
+    return load_policy(f"local:{tiny_model}")
+
+
+def test_token_only_limits_are_refused_with_a_model_string(script):
+    model = script([{"when": "What is 3 \\+ 4", "reply": "Thought: 3 + 4 = 7.\nAction: Finish[7]"}])
+    for key in ("max_obs_length", "max_prompt_length"):
+        agent = RLAgent(model=model, env_name="arithmetic", max_turns=1, **{key: 64})
+        with pytest.raises(ConfigError) as err:
+            agent.run(task_description="What is 3 + 4?")
+        assert key in str(err.value) and "\n" not in str(err.value)
+    assert RLAgent(model=model, env_name="arithmetic", max_turns=1).run(task_description="What is 3 + 4?").success
+
+
+def test_max_turns_gives_a_model_string_another_turn_after_feedback(script):
+    """`rl run` with max_turns = 2: a wrong first answer gets the environment's feedback and a second
+    turn, as in a token rollout (it was one call per episode)."""
+    model = script([{"when": "try again", "reply": "Thought: 3 + 4 = 7.\nAction: Finish[7]"},
+                    {"when": "What is 3 \\+ 4", "reply": "Thought: 3 + 4 = 8.\nAction: Finish[8]"}])
+    result = RLAgent(model=model, env_name="arithmetic", max_turns=2).run(task_description="What is 3 + 4?")
+    assert result.success and len(result.trajectory.steps) == 2, result.trajectory.steps
+    once = RLAgent(model=model, env_name="arithmetic", max_turns=1).run(task_description="What is 3 + 4?")
+    assert not once.success and len(once.trajectory.steps) == 1
+
+
+def test_storage_backend_copies_runs_into_the_store(script, tmp_path):
+    with pytest.raises(ConfigError, match="storage_backend 'mongodb' needs storage_url"):
+        build_rl_config({"storage_backend": "mongodb"})
+    with pytest.raises(ConfigError, match="storage_backend 'mongodb' needs storage_url"):
+        build_rl_config({"storage_backend": "mongodb", "storage_url": "sqlite:///x.db"})
+    with pytest.raises(ConfigError, match="valid: file, sqlite, postgresql or mongodb"):
+        build_rl_config({"storage_backend": "redis"})
+    model = script([{"when": "What is", "reply": "Thought: guess.\nAction: Finish[7]"}])
+    url = f"sqlite:///{tmp_path}/runs.db"
+    agent = RLAgent(model=model, env_name="arithmetic", max_turns=1, storage_backend="sqlite", storage_url=url)
+    run_dir = agent.collect(num_tasks=2, run_dir=tmp_path / "collect")
+    from reinagent.stores import open_store
+
+    with open_store(url) as db:
+        assert db.run_ids() == ["collect"] and len(db.read_records("collect")) == 2
+
+
+def test_resume_under_other_settings_is_refused_and_our_trainer_says_it_cannot_resume(tiny, tmp_path):
+    """A finished 1-step TRL run, continued with another group_size or learning rate: refused in one
+    line (step 5 had 8 episodes while the spec said G=2); our trainer says it cannot resume."""
+    pytest.importorskip("trl")
+    model, tokenizer = tiny
+    model = copy.deepcopy(model)
+    _agent(model, tokenizer, tmp_path, "trl", kl_coef=0.0).train()
+    for change, needle in (({"group_size": 3}, "group_size 2 -> 3"), ({"learning_rate": 1e-2}, "learning_rate")):
+        with pytest.raises(ConfigError) as err:
+            _agent(model, tokenizer, tmp_path, "trl", kl_coef=0.0, max_steps=2, **change).train()
+        assert needle in str(err.value) and "overwrite" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="cannot resume.*overwrite"):
+        _agent(model, tokenizer, tmp_path, "reinagent", kl_coef=0.0, max_steps=2).train()
+    with pytest.raises(ConfigError, match="async mode.*cannot resume"):
+        _agent(model, tokenizer, tmp_path, "reinagent", kl_coef=0.0, max_steps=2, async_mode=True).train()
+
+
+def test_progress_within_a_step_and_a_warning_for_groups_without_signal(tiny, tmp_path):
+    from reinagent.rl.metrics import metrics_row, signal_warning, zero_variance_groups
+    from reinagent.rl.rollout import TokenEpisode
+
+    model, tokenizer = tiny
+    agent = _agent(model, tokenizer, tmp_path, "reinagent", max_workers=2)
+    seen = []
+    agent.on_progress = lambda done, total, tokens, seconds: seen.append((done, total, tokens))
+    tasks = agent.bench.load_tasks("train")[:2]
+    episodes = agent.token_rollout().run(model, tasks, samples=2, temperature=1.0)
+    assert len(seen) == 2 and seen[-1][:2] == (4, 4)  # one line per generation batch of 2
+    assert seen[-1][2] == sum(e.generated_tokens for e in episodes) and seen[0][2] < seen[-1][2]
+
+    def ep(group, reward):
+        return TokenEpisode(task_id=f"t{group}", group=group, sample=0, prompt_ids=[1], messages=[],
+                            completion_ids=[2], env_mask=[1], logprobs=[0.0], reward=reward)
+
+    flat = [ep(0, 1.0), ep(0, 1.0), ep(1, 0.0), ep(1, 1.0), ep(2, 0.0), ep(2, 0.0)]
+    assert zero_variance_groups(flat) == (2, 3)
+    row = metrics_row(4, flat, loss=0.0, kl=0.0, clip_frac=0.0, tokens=6, trained_tokens=6, rollout_s=1.0,
+                      train_s=1.0, version=3)
+    assert (row["zero_variance_groups"], row["groups"]) == (2, 3)
+    assert signal_warning(row).startswith("warning: step 4: 2 of 3 groups had no reward variance")
+    assert signal_warning(metrics_row(1, flat[2:4], loss=0.0, kl=0.0, clip_frac=0.0, tokens=2, trained_tokens=2,
+                                      rollout_s=1.0, train_s=1.0, version=0)) is None
+
+
+def test_eval_names_the_weights(tiny, tiny_model):  # noqa: F811
+    from reinagent.rl.policy import weights_name
+
+    model, tokenizer = tiny
+    agent = RLAgent(model=model, tokenizer=tokenizer, env_name="arithmetic", max_turns=1, max_response_length=2)
+    result = agent.evaluate(num_tasks=2)
+    assert result.weights == "in-memory policy" and "(in-memory policy)" in result.line()
+    assert str(tiny_model) in weights_name(f"local:{tiny_model}") and "embedded" in weights_name("local")
+
+
+def test_torch_threads_follow_config_then_env_then_idle_cores(monkeypatch):
+    from reinagent.rl.policy import available_cores, torch_threads
+
+    monkeypatch.setenv("REINAGENT_TORCH_THREADS", "3")
+    assert torch_threads(2) == 2 and torch_threads(None) == 3
+    monkeypatch.setenv("REINAGENT_TORCH_THREADS", "many")
+    with pytest.raises(ConfigError, match="REINAGENT_TORCH_THREADS must be a whole number"):
+        torch_threads(None)
+    monkeypatch.delenv("REINAGENT_TORCH_THREADS")
+    monkeypatch.setattr("os.getloadavg", lambda: (50.0, 50.0, 50.0))
+    assert torch_threads(None) == 1  # a machine busy with others' work: one thread, no barrier stalls
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert torch_threads(None) == available_cores()
