@@ -226,10 +226,18 @@ async def warm_up(llms) -> None:
     from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
     from reinagent.records import Message
 
+    announced = set()
     for llm in llms:
         backend = _innermost(llm)
         if not isinstance(backend, (HFLLM, OpenVINOLLM)):
             continue
+        # A constrained actor and its reflector are two stacks over one engine: the second call
+        # only finds it loaded, so it gets no second "loading model" line.
+        key = (type(backend).__name__, backend.name)
+        if key in announced:
+            await backend.generate([Message(role="user", content="Hi")], GenerationParams(max_tokens=1))
+            continue
+        announced.add(key)
         print(f"loading model {backend.name} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
