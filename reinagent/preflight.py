@@ -62,6 +62,8 @@ def preflight(config: RunConfig, *, resuming: bool = False) -> None:
     """Raise PreflightError for the first check that fails (config must be resolved already)."""
     from reinagent.llm import backend_of
 
+    if not resuming:  # a resumed run keeps what its spec recorded
+        check_model_flags(config)
     check_extras(config)
     checked: set[tuple[str, str | None]] = set()
     for model in (config.actor_model, config.reflection_model):
@@ -73,6 +75,21 @@ def preflight(config: RunConfig, *, resuming: bool = False) -> None:
             check_openai_server(config.base_url, model, config.api_key_env, resuming=resuming)
         elif kind == "litellm":
             check_litellm(model, config.base_url, resuming=resuming)
+
+
+def check_model_flags(config: RunConfig) -> None:
+    """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
+    the embedded model for minutes and recorded a server it never asked."""
+    from reinagent.llm import backend_of
+
+    kinds = {backend_of(m, config.base_url) for m in (config.actor_model, config.reflection_model)}
+    served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
+    models = " and ".join(dict.fromkeys((config.actor_model, config.reflection_model)))
+    for flag, value in (("--base-url", config.base_url), ("--api-key-env", config.api_key_env)):
+        if value is not None and not kinds & served:
+            raise PreflightError(f"{flag} is not used by model {models}: only openai/NAME (an OpenAI-compatible "
+                                 f"server) and PROVIDER/NAME models send requests to a URL; drop {flag}, or pass "
+                                 "--model openai/NAME to use the server")
 
 
 # ----- optional extras -------------------------------------------------------------------------
