@@ -16,7 +16,7 @@ from pathlib import Path
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
-from reinagent.errors import RunDirError
+from reinagent.errors import ConfigError, RunDirError
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
     preflight, prepare, resolve, select_tasks,
@@ -103,9 +103,15 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     preflight(config)  # endpoints, extras: seconds and one line instead of a run of errors
     spec = make_spec(config, tasks, bench.settings())
     models = build_models(config, cache_key_of(spec))  # cheap (models load on first use)
+    made_dir = not run_dir.exists()
     store = RunStore.create(run_dir, spec)
     print(f"run directory: {run_dir}\nrun id: {run_dir.name}", file=sys.stderr, flush=True)
-    _start(config, bench, tasks, store, models, [], progress)
+    try:
+        _start(config, bench, tasks, store, models, [], progress)
+    except ConfigError:  # it never started (a model that failed to load, a cluster not joined)
+        if store.discard_unstarted(made_dir):
+            print(f"removed {run_dir}: the run never started", file=sys.stderr, flush=True)
+        raise
     return RunRef(config.store, run_dir.name, run_dir)
 
 
