@@ -127,7 +127,7 @@ def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], p
         spec = make_spec(config, tasks, bench.settings())
         models = build_models(config, cache_key_of(spec))
         writer = db.create_run(run_id, spec, log_dir)
-        print(f"run id: {run_id} (store {db.url}; errors.log in {log_dir})", file=sys.stderr, flush=True)
+        print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
         _start(config, bench, tasks, writer, models, [], progress)
     finally:
         db.close()

@@ -27,6 +27,13 @@ def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
             f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n")
 
 
+def where(s: dict[str, Any]) -> str:
+    """Where the run lives: its run directory, or its store and run id."""
+    if s.get("store"):
+        return f"store `{s['store']}`, run id `{s.get('run_id')}`"
+    return f"run directory `{s.get('run_dir')}`"
+
+
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     """One run: the per-trial table, its rollout's cost per solved task, tokens and cost per role,
     wall time and errors."""
@@ -38,7 +45,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, "
         f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{s['status']}**",
         "",
-        f"run directory `{s.get('run_dir')}`, git commit `{s.get('git_commit') or 'unknown'}`",
+        f"{where(s)}, git commit `{s.get('git_commit') or 'unknown'}`",
         "",
         table_markdown(trial_table(s)),
         "",

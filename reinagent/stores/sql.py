@@ -190,9 +190,7 @@ class SqlRunWriter(AsyncAppend):
 
     def __init__(self, store: SqlStore, run_id: str, log_dir: Path | None, *, locked: bool):
         self.store, self.run_id = store, run_id
-        self.run_dir = Path(log_dir) if log_dir else None
-        if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = Path(log_dir) if log_dir else None  # made only when errors.log is written
         self._mutex = threading.Lock()
         self.conn = store.connect()
         self._lock_handle = None
