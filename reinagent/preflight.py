@@ -62,8 +62,6 @@ def preflight(config: RunConfig, *, resuming: bool = False) -> None:
     """Raise PreflightError for the first check that fails (config must be resolved already)."""
     from reinagent.llm import backend_of
 
-    if not resuming:  # a resumed run keeps what its spec recorded
-        check_model_flags(config)
     check_extras(config)
     checked: set[tuple[str, str | None]] = set()
     for model in (config.actor_model, config.reflection_model):

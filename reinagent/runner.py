@@ -90,8 +90,10 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
 
 def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     """Start a new run in its store (`config.store`: a directory of runs by default, or a database)."""
+    from reinagent.preflight import check_model_flags
     from reinagent.stores import is_directory
 
+    check_model_flags(config)  # a new run only: a resumed one keeps what its spec recorded
     config, bench, tasks = prepare(config)
     if config.store is not None and not is_directory(config.store):
         return _start_in_database(config, bench, tasks, progress)

@@ -80,8 +80,8 @@ def _config_files() -> list[tuple[str, str]]:
     found = []
     for doc in DOCS:
         text = doc.read_text(encoding="utf-8")
-        code = " ".join(re.findall(r"`([^`\n]+)`", text)) + " " + " ".join(_code_blocks(text))
-        found += [(_name(doc), file) for file in re.findall(r"--config[ =]([^\s`]+)", code)]
+        for code in [*re.findall(r"`([^`\n]+)`", text), *_code_blocks(text)]:  # each span on its own
+            found += [(_name(doc), file) for file in re.findall(r"--config[ =]([^\s`-][^\s`]*)", code)]
     return sorted(set(found))
 
 
