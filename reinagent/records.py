@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Role = Literal["actor", "reflector"]
+Role = Literal["actor", "reflector", "value"]  # value: a search's judgements of its states
 
 
 class Message(BaseModel):

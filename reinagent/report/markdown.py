@@ -7,7 +7,7 @@ from typing import Any
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
-    Table, cache_warnings, comparison_table, duration, error_table, trial_table, usage_table,
+    Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
 )
 
 
@@ -59,8 +59,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         table_markdown(usage_table(s)),
         "",
         *[f"> **warning:** {w}\n" for w in cache_warnings([s])],
-        f"wall time {duration(s.get('wall_s'))} (first episode start to last end), "
-        f"episodes {duration(s.get('episode_s'))} in total",
+        concurrency_line(s),
         "",
         f"{h}# Errors ({len(s.get('errors') or [])})" if errors[1] else "no errors",
         "",
