@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reinagent.agents.base import Actor, Budget
+from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.memory import EpisodicMemory, MemoryView
 from reinagent.records import TrialRecord, Trajectory
@@ -33,7 +33,8 @@ async def run_episode(
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
-    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg))
+    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
+                  activity=getattr(exp, "activity", None) or Activity())
     try:
         episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, exp.reflector)
         trajectory, evaluation = await make_rollout(cfg.rollout, cfg).run(episode)
