@@ -54,14 +54,15 @@ else
   args=(run --benchmark "$benchmark" --strategy "$strategy" --num-trials "$num_trials"
         --num-envs "$num_envs" --model "$model" --run-dir "$run_dir")
   [ -n "$agent" ] && args+=(--agent "$agent")
-  # stdout only repeats the run directory and a report hint: this script prints its own, once
+  # stdout only names the report files: this script prints its own lines, once
   rc=0; "$reinagent" "${args[@]}" "${extra[@]}" >/dev/null || rc=$?
 fi
 # 3 and 4: the run finished with errored (task, trial)s (see README "Exit codes"): still report
 case "$rc" in 0|3|4) ;; *) exit "$rc" ;; esac
-"$reinagent" report "$run_dir" > "$run_dir/report.md"
+# `reinagent run` and `resume` wrote report.md and report.html into the run directory
 "$reinagent" report "$run_dir" --format json > "$run_dir/report.json"
 cat "$run_dir/report.md"
 echo "run:    $run_dir"
-echo "report: $run_dir/report.md (and report.json)"
+echo "report: $run_dir/report.html (the page with curves and each task's trials)"
+echo "        $run_dir/report.md, $run_dir/report.json"
 exit "$rc"

@@ -215,8 +215,15 @@ def _finish(run_dir) -> None:
     outcome = outcome_of(run_dir)
     for line in outcome.lines(run_dir):
         click.echo(line, err=True)
-    click.echo(f"run directory: {run_dir}")
-    click.echo(f"report:        reinagent report {run_dir}")
+    # The run directory was named when the run started (stderr); here its report files.
+    try:
+        from reinagent.report.files import write_report_files
+
+        md, html = write_report_files(run_dir)
+        click.echo(f"report:        {html}\n               {md}")
+    except Exception as err:  # noqa: BLE001 - the run is recorded; a report that fails is not its failure
+        click.echo(f"report files not written ({type(err).__name__}: {err}); try: reinagent report {run_dir}", err=True)
+        click.echo(f"run directory: {run_dir}")
     if outcome.exit_code:
         sys.exit(outcome.exit_code)
 

@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reinagent.agents.base import Actor, Budget
+from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.memory import EpisodicMemory, MemoryView
 from reinagent.records import TrialRecord, Trajectory
@@ -33,7 +33,8 @@ async def run_episode(
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
-    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg))
+    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
+                  activity=getattr(exp, "activity", None) or Activity())
     episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, exp.reflector)
     try:
         trajectory, evaluation = await make_rollout(cfg.rollout, cfg).run(episode)
@@ -64,5 +65,6 @@ async def run_episode(
 
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
     text = redact(traceback.format_exc())
+    run_dir.mkdir(parents=True, exist_ok=True)  # a database run's local folder exists only for this
     with open(run_dir / "errors.log", "a", encoding="utf-8") as fh:
         fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reinagent import benchmarks
-from reinagent.agents.base import Agent
+from reinagent.agents.base import Activity, Agent
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.errors import ConfigError, choices
@@ -38,6 +38,7 @@ class Experiment:
     store: RunStore
     llms: list[LLM] = field(default_factory=list)
     warmed: bool = False  # local models loaded (preflight.warm_up)
+    activity: Activity = field(default_factory=Activity)  # calls and nodes of episodes in flight (progress)
 
 
 def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:

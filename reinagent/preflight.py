@@ -75,6 +75,21 @@ def preflight(config: RunConfig, *, resuming: bool = False) -> None:
             check_litellm(model, config.base_url, resuming=resuming)
 
 
+def check_model_flags(config: RunConfig) -> None:
+    """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
+    the embedded model for minutes and recorded a server it never asked."""
+    from reinagent.llm import backend_of
+
+    kinds = {backend_of(m, config.base_url) for m in (config.actor_model, config.reflection_model)}
+    served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
+    models = " and ".join(dict.fromkeys((config.actor_model, config.reflection_model)))
+    for flag, value in (("--base-url", config.base_url), ("--api-key-env", config.api_key_env)):
+        if value is not None and not kinds & served:
+            raise PreflightError(f"{flag} is not used by model {models}: only openai/NAME (an OpenAI-compatible "
+                                 f"server) and PROVIDER/NAME models send requests to a URL; drop {flag}, or pass "
+                                 "--model openai/NAME to use the server")
+
+
 # ----- optional extras -------------------------------------------------------------------------
 
 
@@ -226,10 +241,18 @@ async def warm_up(llms) -> None:
     from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
     from reinagent.records import Message
 
+    announced = set()
     for llm in llms:
         backend = _innermost(llm)
         if not isinstance(backend, (HFLLM, OpenVINOLLM)):
             continue
+        # A constrained actor and its reflector are two stacks over one engine: the second call
+        # only finds it loaded, so it gets no second "loading model" line.
+        key = (type(backend).__name__, backend.name)
+        if key in announced:
+            await backend.generate([Message(role="user", content="Hi")], GenerationParams(max_tokens=1))
+            continue
+        announced.add(key)
         print(f"loading model {backend.name} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:

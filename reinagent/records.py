@@ -13,7 +13,7 @@ from pydantic_core import PydanticSerializationError
 
 from reinagent.text import valid_data
 
-Role = Literal["actor", "reflector"]
+Role = Literal["actor", "reflector", "value"]  # value: a search's judgements of its states
 
 
 def record_json(record: BaseModel, *, indent: int | None = None) -> str:
@@ -127,7 +127,7 @@ class Trajectory(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
     answer: str | None = None
-    end_reason: str = "unfinished"  # finished, step_budget, prompt_budget, loop, error, ...
+    end_reason: str = "unfinished"  # finished, step_budget, prompt_budget, turn_budget (multi-turn), loop, error, ...
     calls: list[ModelCall] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
     rollout: str = "react"  # the rollout strategy that produced it (react, tot, mcts, multi-turn)

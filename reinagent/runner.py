@@ -16,7 +16,7 @@ from pathlib import Path
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
-from reinagent.errors import RunDirError
+from reinagent.errors import ConfigError, RunDirError
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
     preflight, prepare, resolve, select_tasks,
@@ -90,8 +90,10 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
 
 def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     """Start a new run in its store (`config.store`: a directory of runs by default, or a database)."""
+    from reinagent.preflight import check_model_flags
     from reinagent.stores import is_directory
 
+    check_model_flags(config)  # a new run only: a resumed one keeps what its spec recorded
     config, bench, tasks = prepare(config)
     if config.store is not None and not is_directory(config.store):
         return _start_in_database(config, bench, tasks, progress)
@@ -103,9 +105,15 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     preflight(config)  # endpoints, extras: seconds and one line instead of a run of errors
     spec = make_spec(config, tasks, bench.settings())
     models = build_models(config, cache_key_of(spec))  # cheap (models load on first use)
+    made_dir = not run_dir.exists()
     store = RunStore.create(run_dir, spec)
     print(f"run directory: {run_dir}\nrun id: {run_dir.name}", file=sys.stderr, flush=True)
-    _start(config, bench, tasks, store, models, [], progress)
+    try:
+        _start(config, bench, tasks, store, models, [], progress)
+    except ConfigError:  # it never started (a model that failed to load, a cluster not joined)
+        if store.discard_unstarted(made_dir):
+            print(f"removed {run_dir}: the run never started", file=sys.stderr, flush=True)
+        raise
     return RunRef(config.store, run_dir.name, run_dir)
 
 
@@ -121,7 +129,7 @@ def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], p
         spec = make_spec(config, tasks, bench.settings())
         models = build_models(config, cache_key_of(spec))
         writer = db.create_run(run_id, spec, log_dir)
-        print(f"run id: {run_id} (store {db.url}; errors.log in {log_dir})", file=sys.stderr, flush=True)
+        print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
         _start(config, bench, tasks, writer, models, [], progress)
     finally:
         db.close()

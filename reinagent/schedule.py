@@ -85,12 +85,15 @@ async def _barrier(exp, executor, done, memories, limit, progress: bool) -> None
         async def one(task: Task) -> TrialRecord:
             rec = await _episode(exp, executor, task, trial, memories, done, limit)
             if bar is not None:
+                _show_activity(exp, bar)
                 bar.update(1)
             return rec
 
+        ticker = asyncio.create_task(_tick(exp, bar))
         try:
             results = list(await asyncio.gather(*(one(t) for t in pending)))
         finally:
+            ticker.cancel()
             if bar is not None:
                 bar.close()
         for rec in results:
@@ -133,6 +136,7 @@ class _Book:
         if rec.error is None:
             state.ok.set()  # someone got through: this trial cannot end all errors
         if self.bar is not None:
+            _show_activity(self.exp, self.bar)
             self.bar.update(1)
 
     def skip(self, count: int) -> None:
@@ -192,6 +196,7 @@ async def _pipeline(exp, executor, done, memories, limit, progress: bool) -> Non
                 book.skip(sum((task.task_id, k) not in done for k in range(trial + 1, cfg.num_trials + 1)))
         book.advance(task.task_id, cfg.num_trials)  # nothing more from this task
 
+    ticker = asyncio.create_task(_tick(exp, bar))
     try:
         # A failing chain (a store that cannot write) cancels the others: nothing half-counted.
         async with asyncio.TaskGroup() as group:
@@ -200,6 +205,7 @@ async def _pipeline(exp, executor, done, memories, limit, progress: bool) -> Non
     except BaseExceptionGroup as group_err:
         raise group_err.exceptions[0] from None
     finally:
+        ticker.cancel()
         if bar is not None:
             bar.close()
 
@@ -218,6 +224,24 @@ def _say_halted(exp, trial: int, results: list[TrialRecord], bar=None) -> None:
     kinds = ", ".join(f"{k} x{n}" for k, n in Outcome.of(results).kinds.most_common())
     _emit(f"trial {trial}: every episode ended in an error ({kinds}); not starting trial {trial + 1}. "
           f"Fix the cause, then: reinagent resume {exp.store.run_dir} --retry-errors", bar)
+
+
+TICK_S = 2.0  # how often the bar shows the calls and nodes of episodes still running
+
+
+def _show_activity(exp, bar) -> None:
+    activity = getattr(exp, "activity", None)
+    if bar is not None and activity is not None and activity.calls:
+        bar.set_postfix_str(activity.note(), refresh=True)
+
+
+async def _tick(exp, bar) -> None:
+    """Keep the bar moving inside long episodes (a ToT episode ran 160 s before one finished)."""
+    if bar is None:
+        return
+    while True:
+        await asyncio.sleep(TICK_S)
+        _show_activity(exp, bar)
 
 
 def _bar(progress: bool, total: int, desc: str):

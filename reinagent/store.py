@@ -192,6 +192,22 @@ class RunStore:
     def close(self) -> None:
         self.lock.release()
 
+    def discard_unstarted(self, made_dir: bool) -> bool:
+        """Remove what `create` wrote (spec.json, run.lock) when no record was written: a run that
+        failed to start (a Ray cluster that timed out) must not make the same command then say the
+        directory "already holds a run". Call after close(); False (and nothing removed) once any
+        record exists or the folder holds anything else."""
+        from reinagent.runlock import LOCK
+
+        names = {p.name for p in self.run_dir.iterdir()} if self.run_dir.is_dir() else set()
+        if read_log(self.run_dir) or not names <= {SPEC, RECORDS, LOCK}:
+            return False
+        for name in names:
+            (self.run_dir / name).unlink(missing_ok=True)
+        if made_dir:
+            self.run_dir.rmdir()
+        return True
+
     def _mend_tail(self) -> None:
         """A last line without its newline: a complete record gets its newline (nothing finished is
         lost); a line cut short by a kill is cut off, so appends start on a clean line."""

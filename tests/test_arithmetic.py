@@ -104,7 +104,11 @@ def test_cli_run_and_list(tmp_path):
     done = run_cli("run", "--benchmark", "arithmetic", "--model", f"scripted:{_script(tmp_path, first)}", "--num-envs", "2",
                    "--num-trials", "1", "--run-dir", str(tmp_path / "cli"), "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "run directory:" in done.stdout
+    # the run directory is named once (when the run starts); the end names the report files it wrote
+    assert (done.stdout + done.stderr).count("run directory:") == 1, done.stdout + done.stderr
+    html, md = tmp_path / "cli" / "report.html", tmp_path / "cli" / "report.md"
+    assert f"report:        {html}" in done.stdout and str(md) in done.stdout
+    assert html.read_text().lstrip().lower().startswith("<!doctype html") and "success rate" in md.read_text()
     spec = json.loads((tmp_path / "cli" / "spec.json").read_text())
     assert spec["config"]["benchmark"] == "arithmetic" and len(spec["task_ids"]) == 2
     listed = run_cli("list")

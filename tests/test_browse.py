@@ -61,15 +61,15 @@ def test_runs_lists_each_run(runs_root):
     proc = run_cli("runs", str(runs_root))
     assert proc.returncode == 0, proc.stderr
     header, *rows = proc.stdout.splitlines()
-    assert header.split() == ["run", "benchmark", "agent", "strategy", "model", "status", "trials", "solved",
-                              "errors", "started"]
+    assert header.split() == ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials",
+                              "solved", "errors", "started"]
     by_name = {row.split()[0]: row.split() for row in rows}
     assert set(by_name) == {"killed", "none", "reflexion"}
-    assert by_name["reflexion"][1:4] == ["hotpotqa", "cot-context", "reflexion"]
-    assert by_name["reflexion"][5:9] == ["finished", "3/3", "1/2", "0"]
-    assert by_name["none"][5:9] == ["finished", "2/2", "0/2", "0"]
-    assert by_name["killed"][5:9] == ["incomplete", "2/3", "0/2", "0"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d", by_name["none"][9])
+    assert by_name["reflexion"][1:5] == ["hotpotqa", "cot-context", "reflexion", "react"]
+    assert by_name["reflexion"][6:10] == ["finished", "3/3", "1/2", "0"]
+    assert by_name["none"][6:10] == ["finished", "2/2", "0/2", "0"]
+    assert by_name["killed"][6:10] == ["incomplete", "2/3", "0/2", "0"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", by_name["none"][10])
 
     data = json.loads(run_cli("runs", str(runs_root), "--json").stdout)
     killed = next(r for r in data if r["run_id"] == "killed")

@@ -23,6 +23,11 @@ from tests.conftest import one_line_error, run_cli
         (["--split", "test"], ["unknown split 'test'", "hard100"]),
         (["--agent", "react", "--split", "dev-qa7405"], ["no paragraphs"]),
         (["--model", "scripted:/nonexistent.yaml"], ["does not exist"]),
+        # a model flag the chosen models do not use: refused before the run, not recorded
+        (["--model", "local", "--base-url", "http://127.0.0.1:1/v1"],
+         ["--base-url is not used by model local", "openai/NAME", "drop --base-url"]),
+        (["--model", "hf", "--reflector-model", "local", "--api-key-env", "MY_KEY"],
+         ["--api-key-env is not used by model hf and local"]),
     ],
 )
 def test_bad_run_input(tmp_path, args, needles):

@@ -21,7 +21,7 @@ from tests.conftest import ROOT, run_cli
 DOCS = [ROOT / "README.md", *sorted(Path(p) for p in glob.glob(str(ROOT / "docs" / "*.md")))]
 # Top-level folders and files of the repository that docs refer to by path.
 REPO_PREFIXES = ("hotpot_runs/", "alfworld_runs/", "programming_runs/", "docs/", "notebooks/", "perf/",
-                 "scripts/", "reinagent/", "tests/")
+                 "scripts/", "reinagent/", "tests/", "examples/")
 REPO_FILES = ("run_reinagent.sh", "run_tests.sh", "pyproject.toml")
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$")  # DIR, RUN_DIR, DATA_DIR, MODEL_DIR
 
@@ -71,6 +71,43 @@ def _referenced_paths() -> list[tuple[str, str]]:
 def test_the_docs_have_commands_and_paths_to_check():
     assert len(COMMANDS) >= 20 and any(doc != "README.md" for doc, _ in COMMANDS)
     assert len(_referenced_paths()) >= 20
+
+
+def _config_files() -> list[tuple[str, str]]:
+    """(doc, file) for every `--config FILE` in the docs' code (blocks and inline), whatever the
+    verb: the README once told readers to run `reinagent rl run --config rl.toml`, a file that
+    existed nowhere."""
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for code in [*re.findall(r"`([^`\n]+)`", text), *_code_blocks(text)]:  # each span on its own
+            found += [(_name(doc), file) for file in re.findall(r"--config[ =]([^\s`-][^\s`]*)", code)]
+    return sorted(set(found))
+
+
+def test_the_config_files_of_documented_commands_exist():
+    files = _config_files()
+    assert any(f.endswith(".toml") for _, f in files) and any(f.endswith(".yaml") for _, f in files)
+    for doc, file in files:
+        if PLACEHOLDER.match(file):
+            continue  # FILE: a placeholder
+        assert (ROOT / file).is_file(), f"{doc}: --config {file} does not exist"
+
+
+def test_the_example_rl_toml_has_every_key_and_loads():
+    """examples/rl.toml (which the README points at) sets every key of the seed, mentions every key
+    of ours (some commented out), and loads without an error."""
+    from reinagent.rl.config import SEED_KEYS, valid_keys
+    from reinagent.rl.toml import load_rl_config, read_table
+
+    path = ROOT / "examples" / "rl.toml"
+    table = read_table(path)
+    assert set(SEED_KEYS) <= set(table)
+    text = path.read_text(encoding="utf-8")
+    for key in valid_keys():
+        assert re.search(rf"^#? ?{key} = ", text, re.M), f"examples/rl.toml does not mention {key}"
+    config = load_rl_config(path)
+    assert config.env_name == "arithmetic" and config.rollout == "react"
 
 
 @pytest.mark.parametrize("doc, path", _referenced_paths(), ids=lambda v: v)

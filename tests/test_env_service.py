@@ -380,7 +380,7 @@ def test_client_retries_refused_connections_within_a_bound_but_not_dropped_reque
         return await real_send(*args)
 
     client._asend = counted
-    with pytest.raises(EnvServiceError, match="unreachable .*ClientConnectorError.*retried for 0 s"):
+    with pytest.raises(EnvServiceError, match=r"unreachable .*ClientConnectorError.*; \d+ attempts in [\d.]+ s; retries stop after 0.3 s"):
         asyncio.run(client.arequest("POST", "/step", {"id": "s", "action": "a"}))
     assert len(calls) >= 2  # retried, then stopped by the time bound
 
@@ -565,3 +565,17 @@ def test_alfworld_server_releases_workers_when_idle(server_factory):
     assert server.post("/step", {"id": sid, "action": "look"}).status_code == 200
     assert server.stop() == 0
     assert not _workers_of(server.proc.pid)
+
+
+def test_an_unreachable_env_url_says_what_was_tried_and_exits_2(tmp_path):
+    """The start-up /health check makes one attempt: the message says so (it once said "retried
+    for 30 s" after a 2 s attempt), and the exit code is the README's 2 (nothing ran)."""
+    model = write_script(tmp_path / "s.yaml", [])
+    proc = run_cli("run", "--benchmark", "hotpotqa", "--env-url", "http://127.0.0.1:9", "--num-envs", "1",
+                   "--model", model, "--run-dir", str(tmp_path / "r"))
+    line = one_line_error(proc, "cannot use env server http://127.0.0.1:9", "unreachable", "one attempt, not retried")
+    assert proc.returncode == 2 and "retried for" not in line
+    assert not (tmp_path / "r").exists()
+    checked = run_cli("check-env", "http://127.0.0.1:9")
+    assert checked.returncode == 2  # README: 1 on a violation, 2 when nothing answers at the URL
+    assert "FAIL reachable" in checked.stdout + checked.stderr and "nothing answers" in checked.stdout + checked.stderr

@@ -67,6 +67,9 @@ def test_a_model_that_ignores_feedback_uses_every_turn_and_no_more(tmp_path, scr
     assert not rec.success and rec.reward == 0.0 and rec.evaluation["raw_reward"] == 0.0
     assert rec.evaluation["turns"] == 3 and len(rec.trajectory.calls) == 3 and len(rec.trajectory.steps) == 3
     assert rec.trajectory.extra["turns"][-1]["feedback"] is None  # no feedback after the last turn
+    # the episode ran out of turns (each turn itself finished: it gave an answer)
+    assert rec.trajectory.end_reason == "turn_budget"
+    assert [t["end_reason"] for t in rec.trajectory.extra["turns"]] == ["finished"] * 3
     assert rec.trajectory.messages[-1].content.count(FEEDBACK) == 0
     assert sum(m.content.count(FEEDBACK) for m in rec.trajectory.messages) == 2
 

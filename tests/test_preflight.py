@@ -246,8 +246,61 @@ def test_local_model_loads_on_its_own_lines_before_trial_progress(tmp_path):
     err = proc.stderr
     loading, ready, trial = err.index("loading model local ..."), err.index("model local ready ("), err.index("trial 1")
     assert loading < ready < trial, err
+    assert err.count("loading model") == 1, err  # the constrained actor and the Reflector share the engine
     out = _lines(proc.stdout)
-    assert [line for line in out if line.startswith("report:")] == [f"report:        reinagent report {run_dir}"]
+    assert [line for line in out if line.startswith("report:")] == [f"report:        {run_dir / 'report.html'}"]
     # a resume with nothing left to do does not load the model at all
     again = run_cli("resume", str(run_dir), "--quiet")
     assert again.returncode == 0 and "loading model" not in again.stderr, again.stderr
+
+
+def test_a_model_shared_by_actor_and_reflector_is_announced_once(capsys):
+    """Two stacks over one local engine (a constrained actor, its unconstrained Reflector): one
+    "loading model" line; both are still called (the second only finds the engine loaded)."""
+    import asyncio
+
+    from reinagent.llm.openvino import OpenVINOLLM
+    from reinagent.preflight import warm_up
+
+    calls = []
+
+    class Engine(OpenVINOLLM):
+        def __init__(self, name):
+            self.name = name
+
+        async def generate(self, messages, params, *, rollout_id=None):
+            calls.append(self.name)
+
+    class Wrapper:
+        def __init__(self, inner):
+            self.inner = inner
+
+    asyncio.run(warm_up([Wrapper(Engine("local")), Engine("local"), Engine("local:/other.gguf")]))
+    err = capsys.readouterr().err
+    assert err.count("loading model local ...") == 1 and err.count("loading model local:/other.gguf") == 1, err
+    assert calls == ["local", "local", "local:/other.gguf"]
+
+
+def test_a_run_that_fails_to_start_leaves_no_run_directory(tmp_path, script, monkeypatch):
+    """A start-up failure after the run directory was made (a model that does not load, a cluster
+    not joined) removes spec.json and run.lock again, so the same command can be run again; a
+    folder that held something else before is left as it was."""
+    from reinagent import run
+    from reinagent.errors import ConfigError
+    from reinagent.executors.local import LocalExecutor
+
+    async def fails(self):
+        raise ConfigError("model local: failed to load")
+
+    monkeypatch.setattr(LocalExecutor, "start", fails)
+    model = script([])
+    for _ in range(2):  # the second attempt fails the same way, not with "already holds a run"
+        with pytest.raises(ConfigError, match="failed to load"):
+            run(benchmark="hotpotqa", agent="cot-context", num_envs=1, num_trials=1, model=model,
+                run_dir=str(tmp_path / "r"), progress=False)
+        assert not (tmp_path / "r").exists()
+    (tmp_path / "empty").mkdir()  # an existing empty folder: emptied again, not removed
+    with pytest.raises(ConfigError):
+        run(benchmark="hotpotqa", agent="cot-context", num_envs=1, num_trials=1, model=model,
+            run_dir=str(tmp_path / "empty"), progress=False)
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())

@@ -224,3 +224,34 @@ def test_ray_workers_replay_the_local_executors_cache(tmp_path, cluster):
     records = load_run(on_ray)[1]
     assert all(c.cached for r in records for c in r.calls)
     assert _comparable(records) == _comparable(load_run(local)[1])
+
+
+RAY_INIT_TIMES_OUT = """
+import sys, ray
+from reinagent import run
+from reinagent.errors import ConfigError
+
+def times_out(*args, **kwargs):
+    raise TimeoutError("Timed out after 60 s waiting for the GCS to start")
+
+ray.init = times_out
+for attempt in (1, 2):  # the identical command again: the same error, not "already holds a run"
+    try:
+        run(benchmark="hotpotqa", num_envs=1, model="openai/fake", base_url=sys.argv[2], executor="ray",
+            run_dir=sys.argv[1], progress=False)
+    except ConfigError as err:
+        print("ERROR", err)
+"""
+
+
+def test_a_local_ray_start_that_times_out_leaves_nothing_and_no_token_hint(tmp_path):
+    """The private cluster a run starts has no token: its failure names the start and a retry,
+    and the run directory made just before is removed (spec.json and run.lock included)."""
+    with FakeOpenAIServer() as server:
+        proc = subprocess.run([sys.executable, "-c", RAY_INIT_TIMES_OUT, str(tmp_path / "r"), server.base_url],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("ERROR ")]
+    assert len(errors) == 2 and errors[0] == errors[1], proc.stdout + proc.stderr
+    assert "cannot start a local Ray cluster: Timed out" in errors[0] and "ray start --head" in errors[0]
+    assert "RAY_AUTH_MODE" not in errors[0] and "token" not in errors[0]
+    assert not (tmp_path / "r").exists()

@@ -25,7 +25,7 @@ from reinagent.report.loading import load
 from reinagent.report.markdown import report_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
-TEMPLATES = ("report.html.j2", "macros.html.j2", "report.css")
+TEMPLATES = ("report.html.j2", "macros.html.j2", "report.css", "tree.css")
 # Committed by scripts/embedded_runs.sh: FOLDER/REPORT.md, FOLDER/report.html, FOLDER/RUN/report.md.
 COMMITTED = ("programming_runs/embedded", "alfworld_runs/embedded", "hotpot_runs/embedded")
 

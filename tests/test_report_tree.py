@@ -199,3 +199,70 @@ def test_frames_carry_rollout_and_nodes(tmp_path):
     assert frames.runs["rollout"].tolist() == ["mcts", "react"]
     mcts = frames.trials[frames.trials["run_id"] == "m"]
     assert mcts["rollout"].tolist() == ["mcts", "mcts"] and mcts["nodes_expanded"].tolist() == [6, 3]
+
+
+# --- search runs outside the HTML report: the listing, the viewer, value calls, timing ----------
+
+def _search_and_react_runs(root: Path) -> None:
+    tree = mcts_tree()
+    tree[1] = tree[1].model_copy(update={"action": "Search[<script>x</script>]"})  # escaped in the viewer too
+    rec = search_record("a", success=True, tree=tree, calls=3, steps=chosen_steps())
+    rec.trajectory.calls += [ModelCall(role="value", model="scripted:x", prompt_tokens=50, completion_tokens=2,
+                                       latency_s=1.0) for _ in range(4)]
+    make_search_run(root / "mcts", [rec])
+    make_search_run(root / "tot", [search_record("a", success=False, tree=tree[:3], calls=2)], rollout="tot")
+    make_run(root / "react", COMPLETE)
+
+
+def test_the_listing_and_labels_name_the_rollout(tmp_path):
+    from reinagent.browse.listing import list_runs, runs_table
+    from reinagent.report.labels import run_label, unique_labels
+
+    _search_and_react_runs(tmp_path)
+    infos, _ = list_runs(tmp_path)
+    assert {i.run_id: i.rollout for i in infos} == {"mcts": "mcts", "tot": "tot", "react": "react"}
+    table = runs_table(infos).splitlines()
+    assert table[0].split()[:5] == ["run", "benchmark", "agent", "strategy", "rollout"]
+    assert all(i.to_json()["rollout"] == i.rollout for i in infos)
+    summaries = [i.summary for i in sorted(infos, key=lambda i: i.run_id)]
+    # ToT and MCTS runs of one agent/strategy/model are told apart; a react run keeps its old label
+    assert [run_label(s) for s in summaries] == ["react/none/scripted:x (mcts)", run_label(summaries[1]),
+                                                 "react/none/scripted:x (tot)"]
+    assert "(" not in run_label(summaries[1]) and len(set(unique_labels(summaries))) == 3
+
+
+def test_value_calls_have_their_own_role_and_timing_names_the_concurrency(tmp_path):
+    from reinagent.report.tables import concurrency_line, usage_table
+
+    _search_and_react_runs(tmp_path)
+    (run,) = load(tmp_path / "mcts")
+    header, rows = usage_table(run.summary)
+    by_role = {r[0]: r for r in rows}
+    assert by_role["actor"][1] == "3" and by_role["value"][1] == "4" and by_role["total"][1] == "7"
+    assert by_role["value"][3] == "200+8"
+    assert header[-1] == "call latency, summed"
+    line = concurrency_line(run.summary)
+    assert line.startswith("wall time 1.0s") and "latency summed 4.0s" in line and "4.0 calls were in flight" in line
+    md = report_markdown([run.summary])
+    assert "| value | 4 |" in md and line in md
+
+
+def test_the_viewer_shows_the_rollout_and_draws_the_search_tree(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from reinagent.viewer.app import create_app
+
+    _search_and_react_runs(tmp_path)
+    client = TestClient(create_app(tmp_path))
+    listing = client.get("/").text
+    assert re.search(r"<td class=\"nowrap\">mcts</td>", listing) and re.search(r"<td class=\"nowrap\">tot</td>", listing)
+    task = client.get("/runs/mcts/tasks/1").text
+    assert "rollout mcts" in task and "mcts search tree of 6 nodes, depth 2" in task
+    assert task.count("data-node=") == 6 and "ul.tree" in task  # every node, with the tree's stylesheet
+    assert "<script>x</script>" not in task and "&lt;script&gt;x&lt;/script&gt;" in task
+    react = client.get("/runs/react/tasks/1").text
+    assert "data-node=" not in react and "ul.tree" not in react and "rollout react" in react
+    compare = client.get("/compare", params={"run": ["mcts", "tot"]}).text
+    assert "react/none/mcts" in compare and "react/none/tot" in compare
+    run_page = client.get("/runs/mcts").text
+    assert "rollout mcts" in run_page and "calls were in flight" in run_page and "<td>value</td>" in run_page

@@ -164,3 +164,50 @@ def test_a_rerun_replays_the_same_search_from_the_shared_cache(tmp_path):
             trees.append([n.model_dump() for n in record.trajectory.tree])
         assert server.count == before  # the second run was answered by the cache alone
     assert trees[0] == trees[1] and len(trees[0]) > 3
+
+
+def test_the_progress_bar_counts_calls_and_nodes_of_episodes_in_flight(tmp_path, script, monkeypatch):
+    """A ToT episode can run minutes before it finishes: the bar's note counts the model calls and
+    tree nodes of the episodes so far (the Actor and the search add to the run's Activity)."""
+    from reinagent import run
+    from reinagent import schedule
+
+    notes = []
+
+    class Bar:
+        total = 0
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def set_postfix_str(self, text, refresh=True):
+            notes.append(text)
+
+        def update(self, n=1):
+            pass
+
+        def write(self, line, file=None):
+            pass
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(schedule, "_bar", lambda progress, total, desc: Bar() if progress and total else None)
+    monkeypatch.setattr(schedule, "TICK_S", 3600.0)  # only the notes at finished episodes: no timing in the test
+    model = script([], default="Thought: x\nAction: Finish[wrong]")
+    from reinagent.runner import load_run
+
+    run(benchmark="hotpotqa", agent="cot-context", num_envs=2, num_trials=1, model=model, rollout="tot",
+        tot_breadth=2, tot_keep=1, value_samples=1, run_dir=str(tmp_path / "r"), cache=False, progress=True)
+    assert len(notes) == 2  # one note per finished episode (and one every TICK_S while episodes run)
+    calls = [int(n.split()[0]) for n in notes]
+    records = load_run(tmp_path / "r")[1]
+    # at the first finished episode: at least its own calls (the other one may be under way)
+    assert min(len(r.trajectory.calls) for r in records) <= calls[0] <= calls[1]
+    assert calls[1] == sum(len(r.trajectory.calls) for r in records)  # every actor and value call, no more
+    assert all("nodes expanded" in n for n in notes)
+    nodes = int(notes[1].split(", ")[1].split()[0])
+    assert nodes == sum(len(r.trajectory.tree) - 1 for r in records)  # expanded: every node but the roots

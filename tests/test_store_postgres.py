@@ -191,3 +191,25 @@ def test_an_import_cut_off_half_way_leaves_nothing_and_rm_removes(store, monkeyp
     check_interrupted_import(store, "postgresql", monkeypatch)  # one transaction: nothing, then a clean re-import
     store.remove_run("imported")
     assert store.run_ids() == []
+
+
+def test_store_init_creates_the_schema_on_a_real_server_and_says_so(url):
+    """`reinagent store init postgresql://...` on the database `createdb` made: the tables and
+    indexes now, one line saying which; again: nothing changed. No password in what it prints."""
+    password = url.split(":")[2].split("@")[0]
+    first = run_cli("store", "init", url)
+    assert first.returncode == 0, first.stderr
+    assert "created tables reinagent_meta, reinagent_runs, reinagent_entries, reinagent_generations" in first.stdout
+    assert password not in first.stdout + first.stderr and "***@127.0.0.1" in first.stdout
+    with psycopg.connect(url) as conn:
+        tables = {row[0] for row in conn.execute("SELECT table_name FROM information_schema.tables "
+                                                 "WHERE table_name LIKE 'reinagent%'").fetchall()}
+        indexes = {row[0] for row in conn.execute("SELECT indexname FROM pg_indexes "
+                                                  "WHERE tablename = 'reinagent_entries'").fetchall()}
+    assert tables == {"reinagent_meta", "reinagent_runs", "reinagent_entries", "reinagent_generations"}
+    assert "reinagent_entries_key" in indexes
+    again = run_cli("store", "init", url)
+    assert again.returncode == 0 and "already there" in again.stdout and "nothing changed" in again.stdout
+    missing = url.rsplit("/", 1)[0] + "/no_such_db"
+    line = one_line_error(run_cli("store", "init", missing), "no_such_db")
+    assert password not in line

@@ -32,7 +32,7 @@ def stored(tmp_path):
 
 
 def _without_paths(summary: dict) -> dict:
-    return {k: v for k, v in summary.items() if k != "run_dir"}
+    return {k: v for k, v in summary.items() if k not in ("run_dir", "store", "run_id")}
 
 
 def test_arguments_name_a_store_or_run_directories():
@@ -71,5 +71,18 @@ def test_cli_report_of_a_store(stored):
         done = run_cli("report", *args, "--format", "json")
         assert done.returncode == 0, done.stderr
         assert _without_paths(json.loads(done.stdout)) == _without_paths(expected)
+    # the report names the store and the run id, never the temporary copy (deleted by then)
+    summary = json.loads(run_cli("report", "--store", url, "r1", "--format", "json").stdout)
+    assert (summary["store"], summary["run_id"], summary["run_dir"]) == (url, "r1", None)
+    md = run_cli("report", "--store", url, "r1").stdout
+    assert f"store `{url}`, run id `r1`" in md and "reinagent-report-" not in md and "run directory" not in md
+    html = run_cli("report", "--store", url, "r1", "--format", "html").stdout
+    assert f"store <code>{url}</code>, run id <code>r1</code>" in html and "reinagent-report-" not in html
+    # --store without an id: every run of the store (docs/stores.md)
+    every = run_cli("report", "--store", url, "--format", "json")
+    assert every.returncode == 0, every.stderr
+    assert [s["run_id"] for s in json.loads(every.stdout)] == ["r1", "r2"]
+    nothing = run_cli("report")
+    assert nothing.returncode == 2 and "--store URL" in nothing.stderr
     one_line_error(run_cli("report", "--store", url, "nope"), "no run 'nope'")
     one_line_error(run_cli("report", url.replace("runs.db", "typo.db")), "typo.db does not exist")

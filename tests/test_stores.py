@@ -195,3 +195,34 @@ def test_cli_directory_store_prints_the_run_id_and_resumes_by_it(tmp_path, scrip
     one_line_error(run_cli("store", "ls", f"sqlite:///{tmp_path}/typo.db"), "typo.db does not exist")
     one_line_error(run_cli("resume", "--store", f"sqlite:///{tmp_path}/typo.db", "x", cwd=tmp_path), "does not exist")
     assert not (tmp_path / "typo.db").exists()
+
+
+def test_a_database_run_leaves_no_empty_folder_in_the_working_directory(tmp_path, script):
+    """runs/<id>/ of a database run holds only errors.log: it is made when one is written, not before."""
+    import re
+
+    model = script([], default="Thought: x\nAction: Finish[wrong]")
+    url = f"sqlite:///{tmp_path}/runs.db"
+    done = run_cli("run", "--benchmark", "hotpotqa", "--agent", "cot-context", "--num-envs", "1", "--num-trials", "1",
+                   "--model", model, "--store", url, "--quiet", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = re.search(r"run id: (\S+)", done.stderr).group(1)
+    assert not (tmp_path / "runs").exists(), list((tmp_path / "runs").rglob("*"))
+    with open_store(url) as db:
+        assert len(db.read_records(run_id)) == 1
+
+
+def test_store_init_creates_the_schema_once_and_says_what_it_did(tmp_path):
+    url = f"sqlite:///{tmp_path}/new.db"
+    first = run_cli("store", "init", url)
+    assert first.returncode == 0, first.stderr
+    assert "created tables reinagent_meta, reinagent_runs, reinagent_entries, reinagent_generations" in first.stdout
+    assert f"--store {url}" in first.stdout
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"reinagent_meta", "reinagent_runs", "reinagent_entries", "reinagent_generations"} <= tables
+    again = run_cli("store", "init", url)
+    assert again.returncode == 0 and "already there" in again.stdout and "0 run(s)" in again.stdout
+    folder = run_cli("store", "init", str(tmp_path / "myruns"))
+    assert folder.returncode == 0 and (tmp_path / "myruns").is_dir() and "created folder" in folder.stdout
+    one_line_error(run_cli("store", "init", "redis://x/y"), "unknown store", "postgresql://")

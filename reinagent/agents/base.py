@@ -89,17 +89,32 @@ class Budget:
             self.calls -= 1  # the call failed: it spent nothing
 
 
+@dataclass
+class Activity:
+    """What the episodes in flight have done so far, for the progress bar: a search episode
+    can run minutes before it finishes, and a bar that only counts finished episodes stands still."""
+
+    calls: int = 0  # model calls of actors and searches (value, in-search reflections), finished or not
+    nodes: int = 0  # search-tree nodes expanded (ToT, MCTS)
+
+    def note(self) -> str:
+        nodes = f", {self.nodes} nodes expanded" if self.nodes else ""
+        return f"{self.calls} model calls{nodes}"
+
+
 class Actor:
     """The actor model as one episode sees it: every call is recorded in the trajectory and
     admitted by the episode's budget. A call with an explicit `rollout_id` (a search rollout's
     tree position) is keyed by it, so a replay samples the same answers whatever the order in
     which concurrent calls were scheduled; otherwise by a per-episode counter (sequential agents)."""
 
-    def __init__(self, llm: LLM, trajectory: Trajectory, rollout_id: str, budget: Budget | None = None):
+    def __init__(self, llm: LLM, trajectory: Trajectory, rollout_id: str, budget: Budget | None = None,
+                 activity: Activity | None = None):
         self.llm = llm
         self.trajectory = trajectory
         self.rollout_id = rollout_id
         self.budget = budget or Budget()
+        self.activity = activity or Activity()  # the run's, shared by its episodes (else this one's)
         self._n = 0
 
     async def complete(
@@ -118,6 +133,7 @@ class Actor:
         finally:
             self.budget.charge(reserved, completion)
         (self.trajectory.calls if calls is None else calls).append(completion.to_call("actor", params, place))
+        self.activity.calls += 1
         return completion
 
     async def complete_many(self, requests: Sequence[Request]) -> list[Completion | None]:
@@ -152,6 +168,7 @@ class Actor:
         for req, res, ticket in zip(requests, results, tickets):  # in request order, not finish order
             if res is not None:
                 self.trajectory.calls.append(res.to_call(req.role, ticket[0], f"{self.rollout_id}/{req.rollout_id}"))
+                self.activity.calls += 1
         return list(results)
 
 

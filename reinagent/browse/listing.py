@@ -110,6 +110,7 @@ class RunInfo:
     records: int
     created_at: float
     last_update: float  # mtime of records.jsonl (or spec.json before the first record)
+    rollout: str = "react"  # how an episode explored: react, tot, mcts, multi-turn
     current_trial: dict[str, int] = field(default_factory=dict)  # trial, attempted, expected
     summary: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -118,7 +119,7 @@ class RunInfo:
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created_at)) if self.created_at else ""
 
     def to_json(self) -> dict[str, Any]:
-        keys = ("run_id", "benchmark", "agent", "strategy", "model", "split", "status", "num_tasks",
+        keys = ("run_id", "benchmark", "agent", "strategy", "rollout", "model", "split", "status", "num_tasks",
                 "num_trials", "trials_started", "solved", "errors", "records", "created_at",
                 "last_update", "current_trial", "started")
         return {k: getattr(self, k) for k in keys} | {"run_dir": str(self.run_dir)}
@@ -164,7 +165,7 @@ def run_info(run_dir: Path, root: Path | None = None, cache: RunCache | None = N
         status=status, num_tasks=s["num_tasks"], num_trials=s["num_trials"], trials_started=trials_started,
         solved=s["trials"][-1]["solved_cumulative"] if s["trials"] else 0, errors=s["num_errors"],
         records=s["num_records"], created_at=s.get("created_at") or 0.0, last_update=stamp,
-        current_trial=_current_trial(loaded, trials_started), summary=s,
+        rollout=str(s.get("rollout") or "react"), current_trial=_current_trial(loaded, trials_started), summary=s,
     )
 
 
@@ -203,8 +204,9 @@ def _fingerprint(run_dir: Path) -> tuple:
 
 def runs_table(infos: list[RunInfo]) -> str:
     """The list as aligned text columns for the terminal."""
-    header = ["run", "benchmark", "agent", "strategy", "model", "status", "trials", "solved", "errors", "started"]
-    rows = [[i.run_id, i.benchmark, i.agent, i.strategy, _short(i.model), i.status,
+    header = ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials", "solved", "errors",
+              "started"]
+    rows = [[i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
              f"{i.trials_started}/{i.num_trials}", f"{i.solved}/{i.num_tasks}", str(i.errors), i.started]
             for i in infos]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]

@@ -86,6 +86,7 @@ def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: b
     cfg = run.spec.config
     lines = [style(f"task {number}/{len(run.spec.task_ids)}: {task_id}", bold=True),
              f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
+             f"rollout {cfg.get('rollout') or 'react'}, "
              f"model {cfg.get('model')})", verdict(records), ""]
     if not records:
         return "\n".join(lines)

@@ -131,9 +131,14 @@ class RayExecutor(Executor):
                 # Workers log to their own files; the driver's stderr keeps the one line per trial.
                 ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
             except Exception as err:  # noqa: BLE001 - Ray's many start/connect failures: one line
-                where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
-                raise ConfigError(f"cannot join {where}: {_first_line(err)} (a cluster with token auth needs "
-                                  "RAY_AUTH_MODE=token and its token here: see docs/multi-machine.md)") from None
+                if address:  # someone else's cluster: it may want a token
+                    where, hint = (f"join the Ray cluster at {address}", "a cluster with token auth needs "
+                                   "RAY_AUTH_MODE=token and its token here: see docs/multi-machine.md")
+                else:  # the private cluster started here has no token to give
+                    where, hint = ("start a local Ray cluster", "on a loaded machine its start can time out: "
+                                   "run the command again, or start one with `ray start --head` and pass "
+                                   "--ray-address (docs/multi-machine.md)")
+                raise ConfigError(f"cannot {where}: {_first_line(err)} ({hint})") from None
             self._owns_ray = True
         # An episode mostly waits on the model server: REINAGENT_RAY_EPISODE_CPUS=0.25 runs four per CPU.
         cpus = float(os.environ.get("REINAGENT_RAY_EPISODE_CPUS", "1") or 1)

@@ -14,7 +14,7 @@ Names are imported on first use, so `import reinagent.report` stays free of pand
     plots.py frames.py      the success-per-trial figure; pandas DataFrames for notebooks
     trajectory.py tree.py   one task's story; a search tree arranged for drawing
     rollouts.py training.py cost per rollout strategy; RL training curves
-    cli.py                  `reinagent report`
+    cli.py files.py         `reinagent report`; report.md and report.html written into a finished run
 """
 
 from __future__ import annotations

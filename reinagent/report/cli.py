@@ -15,7 +15,7 @@ import click
 
 
 @click.command()
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.argument("run_dirs", nargs=-1, type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["markdown", "html", "json"]), default="markdown",
               show_default=True, help="markdown tables, one self-contained HTML page, or JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Also write success rate vs trial (PNG), one line per run.")
@@ -31,8 +31,12 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
     (no id: every run of the store)."""
     from reinagent.report.loading import holds_runs, load
     from reinagent.report.training import find_training_logs
-    from reinagent.stores.report import store_runs
+    from reinagent.stores.report import name_store_run, store_runs, store_url_of
 
+    if not run_dirs and store is None:
+        raise click.UsageError("give run directories (or a folder of runs such as runs/), or --store URL "
+                               "for every run of a store")
+    url, _ = store_url_of(run_dirs, store)
     # a store's runs are exported to a temporary folder, removed when the command ends
     run_dirs = click.get_current_context().with_resource(store_runs(run_dirs, store))
 
@@ -43,6 +47,8 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
         if not logs or holds_runs(path):
             run_paths.append(path)  # not a run and no log either: load() names the problem
     runs = load(run_paths) if run_paths else []
+    for run in runs if url else []:
+        name_store_run(run.summary, url)  # the store and run id, not the temporary copy's folder
     summaries = [r.summary for r in runs]
     if fmt == "json":
         # One run: one object (issue 2's contract); several: a list of them, in the order given.

@@ -110,7 +110,8 @@ _CURVE_COLUMNS = ["run_id", "label", "trial", "attempted", "solved", "solved_cum
 _TRIAL_COLUMNS = ["run_id", "task_id", "trial", "success", "reward", "f1", "answer", "error", "errored",
                   "end_reason", "num_steps", "invalid_actions", "memory_shown", "reflection",
                   "started_at", "finished_at", "wall_s", "actor_calls", "actor_tokens",
-                  "reflector_calls", "reflector_tokens", "cost_usd", "rollout", "nodes_expanded"]
+                  "reflector_calls", "reflector_tokens", "value_calls", "value_tokens", "cost_usd", "rollout",
+                  "nodes_expanded"]
 _TASK_COLUMNS = ["run_id", "task_id", "attempts", "solved", "solved_at_trial", "errors", "best_f1",
                  "last_answer", "reflections"]
 _CALL_COLUMNS = ["run_id", "task_id", "trial", "role", "call_index", "model", "prompt_tokens",
@@ -140,7 +141,7 @@ def _run_row(run: LoadedRun, rid: str, label: str) -> dict[str, Any]:
 
 def _trial_row(rid: str, rec: TrialRecord) -> dict[str, Any]:
     traj = rec.trajectory
-    by_role = {"actor": [0, 0], "reflector": [0, 0]}
+    by_role = {"actor": [0, 0], "reflector": [0, 0], "value": [0, 0]}
     cost = 0.0
     for call in rec.calls:
         counts = by_role.setdefault(call.role, [0, 0])
@@ -155,7 +156,7 @@ def _trial_row(rid: str, rec: TrialRecord) -> dict[str, Any]:
         "reflection": rec.reflection, "started_at": rec.started_at, "finished_at": rec.finished_at,
         "wall_s": rec.wall_s, "actor_calls": by_role["actor"][0], "actor_tokens": by_role["actor"][1],
         "reflector_calls": by_role["reflector"][0], "reflector_tokens": by_role["reflector"][1],
-        "cost_usd": cost, "rollout": traj.rollout, "nodes_expanded": nodes_expanded(rec),
+        "value_calls": by_role["value"][0], "value_tokens": by_role["value"][1], "cost_usd": cost, "rollout": traj.rollout, "nodes_expanded": nodes_expanded(rec),
     }
 
 

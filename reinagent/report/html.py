@@ -21,7 +21,9 @@ from reinagent.records import Step, TrialRecord
 from reinagent.report.loading import LoadedRun
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
-from reinagent.report.tables import Table, comparison_table, duration, error_table, trial_table, usage_table
+from reinagent.report.tables import (
+    Table, comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
+)
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 from reinagent.report.tree import drawn_tree, tree_depth
 
@@ -64,7 +66,17 @@ def report_html(runs: list[LoadedRun], *, title: str = "reinagent report", max_t
 
 def stylesheet() -> str:
     """The report's CSS, in one place (the page inlines it: a report must open offline)."""
-    return resources.files("reinagent.report").joinpath("templates", STYLESHEET).read_text(encoding="utf-8")
+    return resources.files("reinagent.report").joinpath("templates", STYLESHEET).read_text(encoding="utf-8") + tree_stylesheet()
+
+
+def tree_stylesheet() -> str:
+    """The search tree's CSS alone (the viewer's task page draws trees with the same macro)."""
+    return resources.files("reinagent.report").joinpath("templates", "tree.css").read_text(encoding="utf-8")
+
+
+def tree_number(value: float | None) -> str:
+    """A node's value or reward in the tree macro: 0-1 or a 1-10 scale."""
+    return "" if value is None else f"{value:.3g}"
 
 
 @lru_cache(maxsize=1)
@@ -74,7 +86,7 @@ def _template():
     env.filters["clip"] = _clip
     env.filters["wbr"] = _wbr
     env.filters["duration"] = duration
-    env.filters["num"] = lambda v: "" if v is None else f"{v:.3g}"  # values: 0-1 or a 1-10 scale
+    env.filters["num"] = tree_number
     return env.get_template(TEMPLATE)
 
 
@@ -84,7 +96,7 @@ def _run_view(run: LoadedRun, index: int, max_tasks: int | None) -> dict[str, An
     shown = task_ids if max_tasks is None else task_ids[:max_tasks]
     return {"index": index, "s": s, "trials": trial_table(s), "rollout": rollout_table([s]),
             "usage": usage_table(s), "errors": error_table(s), "num_tasks": len(task_ids),
-            "first_vs_last": first_vs_last_line(s),
+            "first_vs_last": first_vs_last_line(s), "timing": concurrency_line(s),
             "tasks": [_task_view(task_id, run.records_of(task_id)) for task_id in shown]}
 
 

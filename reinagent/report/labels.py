@@ -8,8 +8,12 @@ from typing import Any
 
 
 def run_label(summary: dict[str, Any]) -> str:
-    """How a run is named in comparisons: agent/strategy/model (the three things people vary)."""
-    return f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
+    """How a run is named in comparisons: agent/strategy/model (the three things people vary), and
+    the rollout when it is a search or multi-turn one (ToT, MCTS and multi-turn runs of one agent
+    were otherwise three columns with the same name)."""
+    label = f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
+    rollout = summary.get("rollout") or "react"
+    return label if rollout == "react" else f"{label} ({rollout})"
 
 
 def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
-    Table, cache_warnings, comparison_table, duration, error_table, trial_table, usage_table,
+    Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
 )
 
 
@@ -27,6 +27,13 @@ def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
             f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n")
 
 
+def where(s: dict[str, Any]) -> str:
+    """Where the run lives: its run directory, or its store and run id."""
+    if s.get("store"):
+        return f"store `{s['store']}`, run id `{s.get('run_id')}`"
+    return f"run directory `{s.get('run_dir')}`"
+
+
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     """One run: the per-trial table, its rollout's cost per solved task, tokens and cost per role,
     wall time and errors."""
@@ -37,7 +44,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, " + _size(s),
         "",
-        f"run directory `{s.get('run_dir')}`, git commit `{s.get('git_commit') or 'unknown'}`",
+        f"{where(s)}, git commit `{s.get('git_commit') or 'unknown'}`",
         "",
         table_markdown(trial_table(s)),
         "",
@@ -51,8 +58,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         table_markdown(usage_table(s)),
         "",
         *[f"> **warning:** {w}\n" for w in cache_warnings([s])],
-        f"wall time {duration(s.get('wall_s'))} (first episode start to last end), "
-        f"episodes {duration(s.get('episode_s'))} in total",
+        concurrency_line(s),
         "",
         f"{h}# Errors ({len(s.get('errors') or [])})" if errors[1] else "no errors",
         "",

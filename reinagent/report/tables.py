@@ -39,10 +39,12 @@ def trial_table(s: dict[str, Any]) -> Table:
 
 
 def usage_table(s: dict[str, Any]) -> Table:
-    """Tokens and cost per model role (actor, reflector) and in total: paid (cache hits cost
-    nothing) and what the same calls cost when first made ("if uncached")."""
+    """Tokens and cost per model role (actor, reflector, a search's value judgements) and in
+    total: paid (cache hits cost nothing) and what the same calls cost when first made ("if
+    uncached"). The last column adds up each call's latency: calls overlap, so it exceeds the
+    wall time by the concurrency (`concurrency_line` says it beside the wall time)."""
     header = ["role", "calls", "cache hits", "tokens paid (prompt+completion)", "tokens if uncached",
-              "cost paid (USD)", "cost if uncached (USD)", "model time (sum)"]
+              "cost paid (USD)", "cost if uncached (USD)", "call latency, summed"]
     rows = []
     for name, u in [*s["usage"].get("by_role", {}).items(), ("total", s["usage"])]:
         full = u.get("if_uncached") or u
@@ -51,6 +53,17 @@ def usage_table(s: dict[str, Any]) -> Table:
                      f"{full['prompt_tokens']}+{full['completion_tokens']}",
                      f"{u['cost_usd']:.4f}", f"{full['cost_usd']:.4f}", duration(u.get("latency_s", 0.0))])
     return header, rows
+
+
+def concurrency_line(s: dict[str, Any]) -> str:
+    """Wall time beside the summed call latency, and what their ratio means: how many calls were
+    in flight on average (a summed 1h24m beside a 4m49s wall time read as a bug)."""
+    wall, latency = s.get("wall_s") or 0.0, s["usage"].get("latency_s", 0.0)
+    line = (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
+            f"{duration(latency)}")
+    if wall > 0 and latency > 0:
+        line += f", so {latency / wall:.1f} calls were in flight on average"
+    return line + f"; episodes {duration(s.get('episode_s'))} summed"
 
 
 def cache_warnings(summaries: list[dict[str, Any]]) -> list[str]:

@@ -101,6 +101,10 @@ class MultiTurnRollout(Rollout):
             if len(trajectory.steps) == turns[-1].steps:  # a budget ended it before another answer
                 trajectory.answer = answered  # the episode stands on its last (judged) answer
                 break
+        if not evaluation.success and len(turns) >= self.max_turns and trajectory.end_reason in RETRY_AFTER:
+            # every turn answered (or tried to) and none was right: the episode ran out of turns;
+            # each turn's own end (finished, step_budget) stays in extra["turns"]
+            trajectory.end_reason = "turn_budget"
         return trajectory, self._scored(trajectory, evaluation, turns)
 
     async def _turn(self, episode: Episode, feedback: str | None) -> Trajectory:

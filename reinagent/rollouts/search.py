@@ -58,6 +58,7 @@ class Search:
         )
         self.nodes.append(node)
         self.states.append(state)
+        self.actor.activity.nodes += 1
         return node.id
 
     def children(self, i: int) -> list[int]:

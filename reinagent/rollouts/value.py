@@ -67,7 +67,7 @@ def value_requests(attempt: str, reflections: Sequence[str], scale: Scale, sampl
                    params: GenerationParams, rollout_id: str) -> list[Request]:
     """The n value calls of one node; sample j is keyed `{rollout_id}/v{j}`."""
     messages = value_prompt(attempt, reflections, scale)
-    return [Request(messages, replace(params), f"{rollout_id}/v{j}") for j in range(samples)]
+    return [Request(messages, replace(params), f"{rollout_id}/v{j}", role="value") for j in range(samples)]
 
 
 def mean_value(texts: Sequence[str | None]) -> float | None:

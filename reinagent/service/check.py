@@ -200,7 +200,9 @@ class Checker:
         try:
             self.http.get("/health")
         except httpx.HTTPError as err:
-            self.out(f"FAIL reachable: {type(err).__name__}: {err}")
+            # exit 2, as for any check that fails before work (README "Exit codes"); 1 is a violation
+            self.out(f"FAIL reachable: nothing answers at {self.url} ({type(err).__name__}: {err}); "
+                     "no protocol check ran (exit 2)")
             return 2
         checks = [
             ("health", self.health), ("tasks", self.tasks), ("create", self.create), ("reset", self.reset),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,33 +132,43 @@ class EnvClient:
             detail = body[:200].decode(errors="replace")
         return f"env server {self.url}{path} answered {status}: {detail}"
 
-    def _give_up(self, path: str, err: BaseException) -> EnvServiceError:
+    def _give_up(self, path: str, err: BaseException, attempts: int, started: float) -> EnvServiceError:
+        # say what was actually done: a start-up check makes one attempt, an episode retries
+        # until retry_s has passed (a "retried for 30 s" after one 2 s attempt was a lie)
+        if attempts <= 1:
+            tried = "one attempt, not retried"
+        else:
+            tried = (f"{attempts} attempts in {time.monotonic() - started:.1f} s; retries stop after "
+                     f"{self.retry_s:g} s, ${RETRY_ENV}")
         if isinstance(err, _Busy):
-            return EnvServiceError(f"{err} (still busy after {self.retry_s:.0f} s of retries)", 503)
+            return EnvServiceError(f"{err} (still busy: {tried})", 503)
         if isinstance(err, CONNECT_ERRORS):
-            return EnvServiceError(f"env server {self.url} unreachable ({type(err).__name__}: {err}; "
-                                   f"retried for {self.retry_s:.0f} s)")
+            return EnvServiceError(f"env server {self.url} unreachable ({type(err).__name__}: {err}; {tried})")
         return EnvServiceError(f"env server {self.url}{path} failed: {type(err).__name__}: {err} "
                                "(the request may have reached the server; not retried)")
 
     async def arequest(self, method: str, path: str, payload: dict | None = None, *, retry: bool = True) -> dict:
+        started, attempts = time.monotonic(), 0
         try:
             async for attempt in AsyncRetrying(stop=stop_after_delay(self.retry_s if retry else 0), wait=_wait,
                                                retry=retry_if_exception(_retryable), reraise=True):
+                attempts += 1
                 with attempt:
                     return self._check(path, *await self._asend(method, path, payload))
         except (*TRANSPORT_ERRORS, _Busy) as err:
-            raise self._give_up(path, err) from None
+            raise self._give_up(path, err, attempts, started) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def request(self, method: str, path: str, payload: dict | None = None, *, retry: bool = True) -> dict:
+        started, attempts = time.monotonic(), 0
         try:
             for attempt in Retrying(stop=stop_after_delay(self.retry_s if retry else 0), wait=_wait,
                                     retry=retry_if_exception(_retryable), reraise=True):
+                attempts += 1
                 with attempt:
                     return self._check(path, *self._send(method, path, payload))
         except (*TRANSPORT_ERRORS, _Busy) as err:
-            raise self._give_up(path, err) from None
+            raise self._give_up(path, err, attempts, started) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:

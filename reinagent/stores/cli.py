@@ -1,5 +1,6 @@
-"""`reinagent store ls|export|import|rm`: list the runs of a store, copy one out to an ordinary run
-directory (which `reinagent report` reads), copy a run directory in, delete a run."""
+"""`reinagent store init|ls|export|import|rm`: create a store's schema, list the runs of a store,
+copy one out to an ordinary run directory (which `reinagent report` reads), copy a run directory in,
+delete a run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,35 @@ import click
 
 @click.group()
 def store() -> None:
-    """Runs in a store (a directory of runs, sqlite:///, postgresql://, mongodb://): ls, export, import, rm."""
+    """Runs in a store (a directory of runs, sqlite:///, postgresql://, mongodb://): init, ls, export, import, rm."""
+
+
+@store.command(name="init")
+@click.argument("url")
+def init(url: str) -> None:
+    """Create a store's tables and indexes (a PostgreSQL database must exist: `createdb NAME`) and
+    say what was created; run again, it changes nothing and says so."""
+    from reinagent.stores import SCHEMA_VERSION, is_directory, open_store
+
+    if is_directory(url):
+        folder = Path(url.removeprefix("file://"))
+        existed = folder.is_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        click.echo(f"{'folder of runs ' + str(folder) + ' exists' if existed else 'created folder ' + str(folder)}; "
+                   f"run with --store {url}")
+        return
+    with open_store(url, create=True) as db:
+        created = getattr(db, "created_tables", None)
+        runs = len(db.run_ids())
+        if created is None:  # MongoDB: collections appear with their first document; indexes now
+            click.echo(f"{db.url}: indexes ready (schema version {SCHEMA_VERSION}), {runs} run(s); "
+                       f"run with --store {db.url}")
+        elif created:
+            click.echo(f"{db.url}: created tables {', '.join(created)} and their indexes (schema version "
+                       f"{SCHEMA_VERSION}); run with --store {db.url}")
+        else:
+            click.echo(f"{db.url}: the reinagent tables were already there (schema version {SCHEMA_VERSION}, "
+                       f"{runs} run(s)); nothing changed")
 
 
 @store.command(name="ls")

@@ -201,9 +201,7 @@ class _Guard:
 class MongoRunWriter(AsyncAppend):
     def __init__(self, store: MongoStore, run_id: str, log_dir: Path | None, *, locked: bool):
         self.store, self.run_id, self.db = store, run_id, store.db
-        self.run_dir = Path(log_dir) if log_dir else None
-        if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = Path(log_dir) if log_dir else None  # made only when errors.log is written
         self.owner = f"{secrets.token_hex(8)}"
         self._mutex = threading.Lock()
         self._lost: str | None = None

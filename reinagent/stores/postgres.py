@@ -45,6 +45,8 @@ def advisory_key(run_id: str) -> int:
 class PostgresStore(SqlStore):
     kind = "postgresql"
     json_type = "JSONB"
+    tables_query = ("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+                    "AND table_name IN (?, ?, ?, ?)")
     seq_column = "seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
     insert_ignore = "INSERT INTO"
     conflict_tail = " ON CONFLICT DO NOTHING"

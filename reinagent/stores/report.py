@@ -13,6 +13,15 @@ from pathlib import Path
 from reinagent.stores.base import StoreError, check_run_id
 
 
+def name_store_run(summary: dict, url: str) -> None:
+    """A summary of a run read from a store names that store and the run's id; its run_dir (a
+    temporary copy, gone when the report is printed) becomes None."""
+    from reinagent.redact import redact
+
+    run_id = Path(summary["run_dir"]).name
+    summary.update(run_dir=None, store=redact(url), run_id=run_id)
+
+
 def store_url_of(args: Sequence[str], store: str | None) -> tuple[str | None, list[str]]:
     """(store URL, run ids) for report's arguments; (None, args) when they are run directories.
     `--store URL` makes every argument a run id; without it a first argument with a scheme

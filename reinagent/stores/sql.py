@@ -94,9 +94,17 @@ class SqlStore(Store):
             "trial INTEGER NOT NULL, generation INTEGER NOT NULL, PRIMARY KEY (run_id, task_id, trial))",
         ]
 
+    TABLES = ("reinagent_meta", "reinagent_runs", "reinagent_entries", "reinagent_generations")
+    # names of existing tables among TABLES (dialects differ: PostgreSQL overrides it)
+    tables_query = "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?, ?)"
+
     def _init_schema(self) -> None:
         with self._lock, self.transaction(self.conn) as cur:
             self.serialize_schema(cur)
+            cur.execute(self.sql(self.tables_query), self.TABLES)
+            before = {row[0] for row in cur.fetchall()}
+            # what this open created (`reinagent store init` says it): none when the schema was there
+            self.created_tables = [t for t in self.TABLES if t not in before]
             for statement in self._ddl():
                 cur.execute(statement)
             cur.execute(self.sql(f"{self.insert_ignore} reinagent_meta (key, value) VALUES (?, ?){self.conflict_tail}"),
@@ -222,9 +230,7 @@ class SqlRunWriter(AsyncAppend):
 
     def __init__(self, store: SqlStore, run_id: str, log_dir: Path | None, *, locked: bool):
         self.store, self.run_id = store, run_id
-        self.run_dir = Path(log_dir) if log_dir else None
-        if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = Path(log_dir) if log_dir else None  # made only when errors.log is written
         self._mutex = threading.Lock()
         self.bulk: Any = None  # the cursor of an import's one transaction, while it runs
         self.conn = store.connect()

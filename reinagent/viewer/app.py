@@ -19,15 +19,18 @@ from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from reinagent.browse.listing import RunCache, RunInfo, discover, run_info
 from reinagent.browse.show import task_rows, verdict
 from reinagent.errors import RunDirError
-from reinagent.report.html import table_html
-from reinagent.report.tables import comparison_table, duration, error_table, trial_table, usage_table
+from reinagent.report.html import table_html, tree_number, tree_stylesheet
+from reinagent.report.tree import drawn_tree, tree_depth
+from reinagent.report.tables import (
+    comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
+)
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 
 HERE = Path(__file__).resolve().parent
@@ -39,8 +42,10 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
 
     root = Path(root)
     cache = RunCache()
-    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
-    env.filters.update(duration=duration, clip=_clip, breakable=_breakable)
+    # the report's templates too: a task page draws search trees with the HTML report's macro
+    loader = ChoiceLoader([FileSystemLoader(HERE / "templates"), PackageLoader("reinagent.report", "templates")])
+    env = Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
+    env.filters.update(duration=duration, clip=_clip, breakable=_breakable, wbr=_breakable, num=tree_number)
     templates = Jinja2Templates(env=env)
     app = FastAPI(title="reinagent viewer", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -117,6 +122,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
                     question=task_question(first, limit=10_000), prompt=_clip(task_prompt(first)) if first else "",
                     gold=gold_of(first) if first else None,
                     memory=[(r.trial, r.reflection) for r in records if r.reflection],
+                    tree_css=Markup(tree_stylesheet()) if any(t["tree"] for t in trials) else "",
                     title=f"task {number}")
 
     @app.get("/runs/{run_id:path}", response_class=HTMLResponse)
@@ -126,7 +132,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
         errors = error_table(s)
         return page(request, "run.html", run=run_, s=s, tasks=task_rows(cache.load(run_.run_dir)),
                     trials_table=table_html(trial_table(s), "trials"),
-                    usage_table=table_html(usage_table(s), "usage"),
+                    usage_table=table_html(usage_table(s), "usage"), timing=concurrency_line(s),
                     errors_table=table_html(errors, "errors") if errors[1] else "", title=run_id)
 
     @app.get("/compare", response_class=HTMLResponse)
@@ -169,6 +175,8 @@ def _trial_view(rec) -> dict[str, Any]:
     return {"trial": rec.trial, "kind": kind, "outcome": outcome(rec), "memory": rec.memory, "steps": steps,
             "answer": rec.answer if one_line else None, "error": rec.error, "evaluation": evaluation_note(rec),
             "reflection": rec.reflection, "wall_s": rec.wall_s, "calls": len(rec.calls),
+            "rollout": rec.trajectory.rollout, "tree": drawn_tree(rec.trajectory) if rec.trajectory.tree else None,
+            "tree_size": len(rec.trajectory.tree), "tree_depth": tree_depth(rec.trajectory),
             "messages": [(m.role, _clip(m.content)) for m in rec.trajectory.messages]}
 
 
