@@ -21,8 +21,7 @@ from reinagent.benchmarks.base import Benchmark
 from reinagent.benchmarks.gsm8k import MathEnv, MathTask, answers_match, parse_number
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices
-from reinagent.memory import MemoryView
-from reinagent.records import Evaluation, Message, Trajectory
+from reinagent.records import Evaluation, Trajectory
 
 SEED = 18  # fixes the shuffle, hence the splits; changing it changes the benchmark (bump version)
 TEST_SIZE = 60
@@ -80,13 +79,11 @@ class ArithmeticAgent(MathCotAgent):
 
     name: ClassVar[str] = "cot"
 
-    def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
-        parts = [f"Here are some examples:\n\n{EXAMPLES}\n\n(END OF EXAMPLES)"] if few_shot else []
-        block = memory.block()
-        if block:
-            parts.append(block)
-        parts.append(self.task_text(task))
-        return [Message(role="system", content=SYSTEM), Message(role="user", content="\n\n".join(parts))]
+    def examples(self) -> str:
+        return EXAMPLES
+
+    def system(self) -> str:
+        return SYSTEM
 
 
 class Arithmetic(Benchmark):
