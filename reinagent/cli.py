@@ -17,7 +17,7 @@ from reinagent.errors import ReinagentError
 LAZY_COMMANDS: dict[str, str] = {
     "report": "reinagent.report.cli:report",
     "distil": "reinagent.distil.cli:distil",
-    "check-solutions": "reinagent.programming.check:check_solutions",
+    "check-solutions": "reinagent.benchmarks.check:check_solutions",
     "check-answers": "reinagent.benchmarks.answers:check_answers",
     "serve-env": "reinagent.service.cli:serve_env",
     "check-env": "reinagent.service.cli:check_env",
@@ -210,9 +210,10 @@ def _splits(benchmark: str) -> str:
 def _finish(run_dir) -> None:
     """The closing lines, and the exit code scripts read (reinagent/outcome.py; README "Exit
     codes"): 0 clean, 3 some (task, trial)s errored, 4 all of them errored."""
-    from reinagent.outcome import outcome_of
+    from reinagent.outcome import Outcome
+    from reinagent.runner import load_run
 
-    outcome = outcome_of(run_dir)
+    outcome = Outcome.of(load_run(run_dir)[1])
     for line in outcome.lines(run_dir):
         click.echo(line, err=True)
     # The run directory was named when the run started (stderr); here its report files.

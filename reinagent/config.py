@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reinagent.errors import ConfigError, choices
+from reinagent.names import rollout_names  # built-in and registered rollouts
 from reinagent.strategy import ReflexionStrategy
 
 # The longest sandboxed execution anyone may ask for (a day). inf, nan or 1e19 seconds would end
@@ -102,8 +103,6 @@ class RunConfig(BaseModel):
     @field_validator("rollout", mode="before")
     @classmethod
     def _rollout(cls, value: Any) -> Any:
-        from reinagent.rollouts.base import rollout_names  # built-in and registered ones
-
         key = value.strip().lower() if isinstance(value, str) else value
         if key not in rollout_names():
             raise ValueError(f"unknown rollout {value!r}; valid: {choices(rollout_names())}")

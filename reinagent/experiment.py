@@ -22,6 +22,7 @@ from reinagent.redact import redact
 from reinagent.reflector import Reflector
 
 if TYPE_CHECKING:
+    from reinagent.llm.constrained import GrammarChoice
     from reinagent.store import RunStore
 
 
@@ -101,7 +102,8 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
         # deterministic: the local engine decoded one sequence at a time (greedy text independent
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
-        settings={**(settings or {}), "constrained": resolved_constrained(config),
+        settings={**(settings or {}),
+                  "constrained": resolved_constrained(grammar_choice(config), config.actor_model, config.base_url),
                   "deterministic": config.deterministic, "sampling_seeds": "per-call"},
     )
 
@@ -111,13 +113,25 @@ def build_models(config: RunConfig, run_key: str | None = None) -> tuple[LLM, LL
     `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope run)."""
     from reinagent.llm.stack import build_llm
 
-    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key)
+    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key, grammar=grammar_choice(config))
     # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
     # the reflector then gets its own stack (a local engine is still loaded once and shared).
     if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
         return actor, actor, [actor]
     reflector = build_llm(config.reflection_model, config, role="reflector", run_key=run_key)
     return actor, reflector, [actor, reflector]
+
+
+def grammar_choice(config: RunConfig) -> GrammarChoice:
+    """The actor's grammar for the run's benchmark, agent and rollout, resolved here so that llm/
+    knows no benchmark (llm.constrained is handed it)."""
+    from reinagent.llm.constrained import GrammarChoice, grammar_of
+
+    agent, grammar = config.agent, None
+    if config.constrained is not False:  # (a run's agent is resolved already: resolve())
+        agent = agent or benchmarks.make(config.benchmark).default_agent
+        grammar = grammar_of(config.benchmark, agent, config.rollout)
+    return GrammarChoice(config.constrained, grammar, f"{config.benchmark} {agent} with rollout {config.rollout}")
 
 
 def _layers(llm: LLM) -> list[str]:
@@ -152,6 +166,19 @@ def make_experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], stor
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
 
 
+def rebuild(config_json: str, run_key: str | None, store, adapt_models=None) -> Experiment:
+    """The run's experiment built again in another process (a Ray worker) from its settings as
+    JSON; `adapt_models` may replace the models built (an embedded model: its Ray actor). Handed to
+    the executors (executors.EpisodeParts), which never import this module."""
+    import json
+
+    bench, config = resolve(RunConfig(**json.loads(config_json)))
+    models = build_models(config, run_key)
+    if adapt_models is not None:
+        models = adapt_models(models)
+    return make_experiment(config, bench, [], store, models)
+
+
 def cache_key_of(spec: RunSpec) -> str:
     from reinagent.llm.cache import run_cache_key
 
@@ -174,7 +201,4 @@ def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
     for model in {config.actor_model, config.reflection_model}:
         backend_of(model, config.base_url)
         check_credentials(model, config.base_url, config.api_key_env)
-    from reinagent.executors import check_executor
-
-    check_executor(config)  # --executor ray: Ray installed, cluster reachable, no embedded model
     return config, bench, select_tasks(bench, config)

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from reinagent.records import TrialRecord
 
+# The records come from the caller (cli.py reads them with runner.load_run): the runner imports
+# this module, so this module never imports the runner.
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_SOME_ERRORS = 3
@@ -67,13 +70,6 @@ class Outcome:
             out.append(f"  e.g. {_short(self.examples[kind])}")
         out.append(f"  details: reinagent report {run_dir}; redo them: reinagent resume {run_dir} --retry-errors")
         return out
-
-
-def outcome_of(run_dir: str | Path) -> Outcome:
-    from reinagent.runner import load_run
-
-    _, records = load_run(run_dir)
-    return Outcome.of(records)
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -83,6 +83,16 @@ class RunRef:
     run_dir: Path
 
 
+def _prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
+    """experiment.prepare, then the executor's own checks (--executor ray: Ray installed, the
+    cluster reachable), here because the executors sit above experiment.py."""
+    from reinagent.executors import check_executor
+
+    config, bench, tasks = prepare(config)
+    check_executor(config.executor, config.ray_address)
+    return config, bench, tasks
+
+
 def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
     """Start a new run; returns its directory (for a database store: its local errors.log folder)."""
     return start_run(config, progress=progress).run_dir
@@ -94,7 +104,7 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     from reinagent.stores import is_directory
 
     check_model_flags(config)  # a new run only: a resumed one keeps what its spec recorded
-    config, bench, tasks = prepare(config)
+    config, bench, tasks = _prepare(config)
     if config.store is not None and not is_directory(config.store):
         return _start_in_database(config, bench, tasks, progress)
     default = default_run_dir(config)
@@ -167,7 +177,7 @@ def resume_experiment(
         plan = plan_resume(spec, records, num_trials=num_trials, from_trial=from_trial,
                            retry_errors=retry_errors, overrides=overrides)
         config = RunConfig(**{**spec.config, **recorded_settings(spec, plan), **plan.settings, "num_trials": plan.num_trials})
-        config, bench, _ = prepare(config)
+        config, bench, _ = _prepare(config)
         preflight(config, resuming=True)
         by_id = {t.task_id: t for t in bench.load_tasks(config.split)}
         missing = [tid for tid in spec.task_ids if tid not in by_id]

@@ -29,9 +29,10 @@ Key = tuple[str, int]
 
 async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) -> None:
     """Run trials 1..num_trials, skipping every (task, trial) the records already hold."""
-    from reinagent.executors import make_executor
+    from reinagent.episode import run_episode
+    from reinagent.executors import EpisodeParts, make_executor
     from reinagent.resuming import missing_reflections, write_missing_reflections
-    from reinagent.experiment import latest_records, warm_up_if as _warm_up_if
+    from reinagent.experiment import latest_records, rebuild, warm_up_if as _warm_up_if
 
     cfg = exp.config
     done = latest_records(records)
@@ -41,7 +42,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     await write_missing_reflections(exp, done, limit)
     # An errored (task, trial) was never judged: nothing of it enters memory.
     memories = rebuild_memory((r for r in done.values() if r.error is None), cfg.memory_size)
-    executor = make_executor(exp)
+    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild))
     try:
         if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
             await executor.start()  # a local model loads (or a cluster is joined) once work exists

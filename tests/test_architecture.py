@@ -1,6 +1,7 @@
 """The house rules of docs/architecture.md, checked: its worked examples run (a benchmark, an agent,
-a run end to end, a rollout and a store), no import circle between the package's files, no module
-over 400 lines, and every package's docstring names what lives in it.
+a run end to end, a rollout and a store), no import circle between the package's files and every
+import down the layers (imports inside functions counted), no module over 400 lines, and every
+package's docstring names what lives in it.
 """
 
 from __future__ import annotations
@@ -23,9 +24,6 @@ MAX_LINES = 400
 
 # Files allowed past the limit, each with its reason: none today.
 OVER_LIMIT_ALLOWED: dict[str, str] = {}
-
-# Import circles allowed: none.
-CIRCLES_ALLOWED: list[frozenset[str]] = []
 
 # Package docstrings that do not name their files yet: none today.
 DOCSTRING_EXEMPT: dict[str, str] = {}
@@ -102,7 +100,47 @@ def test_an_unknown_rollout_names_the_registered_ones(examples):
         build_config(None, rollout="best-of-4")
 
 
-# -- import circles ---------------------------------------------------------------------------------
+# -- import circles and layers ----------------------------------------------------------------------
+
+# docs/architecture.md "Layers", top first: an import goes to its own layer or one below. A prefix
+# names a module and everything under it; a package's `cli.py` (report/cli.py, rl/cli.py, ...)
+# is a console subcommand and sits with the face.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("face", ("reinagent", "reinagent.cli", "reinagent.browse", "reinagent.viewer")),
+    ("learn", ("reinagent.rl", "reinagent.distil")),
+    ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair")),
+    ("exec", ("reinagent.executors",)),
+    ("assemble", ("reinagent.experiment", "reinagent.episode", "reinagent.preflight")),
+    ("explore", ("reinagent.rollouts", "reinagent.service")),
+    ("tasks", ("reinagent.benchmarks",)),
+    ("act", ("reinagent.agents", "reinagent.reflector", "reinagent.memory")),
+    ("records", ("reinagent.report", "reinagent.stores", "reinagent.store", "reinagent.runlock")),
+    ("models", ("reinagent.llm",)),
+    ("untrusted", ("reinagent.sandbox", "reinagent.programming")),
+    ("base", ("reinagent.records", "reinagent.config", "reinagent.task", "reinagent.env", "reinagent.errors",
+              "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names",
+              "reinagent.strategy")),  # strategy.py: an enum config.py validates against; imports nothing
+]
+
+# Imports up a layer that the code still makes, each with its reason (to mend, not to copy).
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {
+    (f"reinagent.agents.{agent}", f"reinagent.benchmarks.{prompts}"): "the agents' prompt texts live with their benchmark"
+    for agent, prompts in (("alfworld_react", "alfworld_prompts"), ("cot", "hotpotqa_prompts"),
+                           ("react", "hotpotqa_prompts"), ("math_cot", "gsm8k_prompts"))
+} | {
+    (f"reinagent.agents.{agent}", "reinagent.benchmarks"): "`from reinagent.benchmarks import ..._prompts` runs it"
+    for agent in ("alfworld_react", "cot", "react", "math_cot")
+}
+
+# Rules of the issue that built this check (issue 31), never to be allowed: who never imports whom.
+NEVER: list[tuple[str, tuple[str, ...]]] = [
+    ("reinagent.executors", ("reinagent.experiment", "reinagent.episode")),
+    ("reinagent.outcome", ("reinagent.runner",)),
+    ("reinagent.config", ("reinagent.rollouts",)),
+    ("reinagent.llm", ("reinagent.benchmarks", "reinagent.agents")),
+    ("reinagent.programming", ("reinagent.benchmarks",)),
+]
+
 
 def _module_name(path: Path, root: Path = ROOT) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -121,36 +159,32 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
 
 
 def _imported(path: Path, root: Path = ROOT, modules: dict[str, Path] | None = None) -> set[str]:
-    """Modules of the package this file imports when it is imported, and under TYPE_CHECKING.
-
-    Counted: imports at module level, in class bodies and in any `if`/`try` there (a
-    TYPE_CHECKING import is a dependency of the file's types as much as a runtime one). Not
-    counted: imports inside functions, the package's way of loading heavy or optional parts on use.
-    Not counted either: the parent packages Python runs first (`import a.b` runs a/__init__.py), or
-    every module would sit in a circle with reinagent/__init__.py."""
+    """Modules of the package this file imports, wherever the import stands: at module level,
+    under TYPE_CHECKING, or inside a function (a lazy import that closes a loop is still a loop).
+    Not counted: the file's own parent packages (`reinagent`, `reinagent.llm` for llm/stack.py):
+    Python runs them before the file, so importing a name from them can load nothing new."""
     modules = modules if modules is not None else _modules(root)
     me = _module_name(path, root)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     names: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                continue
-            if isinstance(child, ast.Import):
-                names.update(alias.name for alias in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    up = package.split(".")[: len(package.split(".")) - child.level + 1]
-                    base = ".".join(up + ([child.module] if child.module else []))
-                names.add(base)
-                names.update(f"{base}.{alias.name}" for alias in child.names)
-            visit(child)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     found = {_resolve(n, modules) for n in names if n == "reinagent" or n.startswith("reinagent.")}
-    return {m for m in found if m and m != me}
+    ancestors = {".".join(me.split(".")[:i]) for i in range(1, me.count(".") + 1)}
+    return {m for m in found if m and m != me and m not in ancestors}
+
+
+def _graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = _modules(root)
+    return {name: _imported(path, root, modules) for name, path in modules.items()}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -189,26 +223,98 @@ def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
-def test_the_circle_finder_finds_a_type_checking_circle(tmp_path):
-    """The check itself can fail: a TYPE_CHECKING import back is a circle, a function's is not."""
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _layer(module: str) -> int:
+    """The module's floor, 0 for the face: the longest prefix of LAYERS that names it."""
+    if module.rpartition(".")[2] == "cli":
+        return 0
+    floors = [(len(prefix), floor) for floor, (_, prefixes) in enumerate(LAYERS)
+              for prefix in prefixes if _under(module, prefix)]
+    if not floors:
+        raise AssertionError(f"{module} is on no layer: add it to LAYERS (and to docs/architecture.md)")
+    return max(floors)[1]
+
+
+def _upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, deps in graph.items() for b in deps if _layer(b) < _layer(a)}
+
+
+def test_the_import_reader_counts_imports_inside_functions(tmp_path):
+    """The check itself can fail: an import inside a function, a TYPE_CHECKING one and a
+    relative one are each an edge; a file's own parent package is not."""
     graph = {"a": {"b"}, "b": {"a"}, "c": {"a"}}
     assert _circles(graph) == [frozenset({"a", "b"})]
     pkg = tmp_path / "reinagent"
-    pkg.mkdir()
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("def f():\n    from reinagent.sub import y\n")
     (pkg / "x.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from reinagent.y import Y\n")
-    (pkg / "y.py").write_text("def f():\n    from reinagent.x import X\n")
+    (pkg / "y.py").write_text("class C:\n    def f(self):\n        from reinagent.x import X\n")
+    (pkg / "sub" / "y.py").write_text("from reinagent import x\nasync def g():\n    from .. import y\n"
+                                     "    from reinagent.sub import f\n")
     assert _imported(pkg / "x.py", tmp_path) == {"reinagent.y"}
-    assert _imported(pkg / "y.py", tmp_path) == set()
+    assert _imported(pkg / "y.py", tmp_path) == {"reinagent.x"}
+    assert _imported(pkg / "sub" / "y.py", tmp_path) == {"reinagent.x", "reinagent.y"}
+    assert _imported(pkg / "sub" / "__init__.py", tmp_path) == {"reinagent.sub.y"}
+    assert _circles(_graph(tmp_path)) == [frozenset({"reinagent.x", "reinagent.y"})]
+
+
+def _forbidden(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, deps in graph.items() for b in deps for who, whom in NEVER
+                  if _under(a, who) and any(_under(b, w) for w in whom))
+
+
+def _mutant(tmp_path: Path, rel: str, anchor: str, lazy_import: str) -> dict[str, set[str]]:
+    """The import graph of the package with one file changed: `lazy_import` added inside the
+    function that `anchor` (a def line) opens."""
+    source = (PACKAGE / rel).read_text(encoding="utf-8")
+    assert source.count(anchor) == 1, anchor
+    indent = " " * (len(anchor) - len(anchor.lstrip()) + 4)
+    target = tmp_path / "reinagent" / rel
+    target.parent.mkdir(parents=True)
+    target.write_text(source.replace(anchor, f"{anchor}\n{indent}{lazy_import}  # noqa"), encoding="utf-8")
+    modules = _modules()
+    graph = {name: _imported(path, ROOT, modules) for name, path in modules.items()}
+    name = _module_name(target, tmp_path)
+    graph[name] = _imported(target, tmp_path, {**modules, name: target})
+    return graph
+
+
+def test_a_lazy_import_that_breaks_a_rule_is_caught(tmp_path):
+    """Mutants: the executor importing the episode function inside a method again; config.py
+    asking the rollouts for their names inside its validator again (a loop, and up the layers)."""
+    graph = _mutant(tmp_path / "a", "executors/local.py", "    async def start(self) -> None:",
+                    "from reinagent.episode import run_episode")
+    assert _forbidden(graph) == [("reinagent.executors.local", "reinagent.episode")]
+    graph = _mutant(tmp_path / "b", "config.py", "    def _rollout(cls, value: Any) -> Any:",
+                    "from reinagent.rollouts.base import rollout_names")
+    assert _forbidden(graph) == [("reinagent.config", "reinagent.rollouts.base")]
+    assert ("reinagent.config", "reinagent.rollouts.base") in _upward(graph)
+    assert any("reinagent.config" in circle for circle in _circles(graph))
 
 
 def test_no_import_circle_between_files():
-    modules = _modules()
-    graph = {name: _imported(path, ROOT, modules) for name, path in modules.items()}
-    circles = _circles(graph)
-    unexpected = [sorted(c) for c in circles if c not in CIRCLES_ALLOWED]
-    assert not unexpected, f"import circles (move the shared names down a floor): {unexpected}"
-    stale = [sorted(c) for c in CIRCLES_ALLOWED if c not in circles]
-    assert not stale, f"allowed circles that are gone: delete them from CIRCLES_ALLOWED: {stale}"
+    circles = _circles(_graph())
+    assert not circles, f"import circles, counting imports inside functions (hand the part down instead): {circles}"
+
+
+def test_every_import_goes_down_the_layers():
+    upward = _upward(_graph())
+    unexpected = sorted(edge for edge in upward if edge not in UPWARD_ALLOWED)
+    assert not unexpected, ("imports up a layer (docs/architecture.md \"Layers\"; the part above hands "
+                            f"down what is needed): {unexpected}")
+    stale = sorted(edge for edge in UPWARD_ALLOWED if edge not in upward)
+    assert not stale, f"UPWARD_ALLOWED names imports that are gone: delete them: {stale}"
+
+
+def test_the_rules_that_are_never_allowed():
+    broken = _forbidden(_graph())
+    assert not broken, f"forbidden imports: {broken}"
+    for who, whom in NEVER:  # and no exemption for them either
+        assert not [edge for edge in UPWARD_ALLOWED if _under(edge[0], who) and any(_under(edge[1], w) for w in whom)]
 
 
 def test_task_has_one_home_and_its_old_paths_still_work():

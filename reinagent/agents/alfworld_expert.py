@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from reinagent.agents.alfworld_react import render_trace
+from reinagent.agents.alfworld_react import play_game, render_trace
 from reinagent.agents.base import Actor, Agent
-from reinagent.env import areset, astep
+from reinagent.env import astep
 from reinagent.memory import MemoryView
 from reinagent.records import Message, Step, Trajectory
 
@@ -24,17 +24,8 @@ class ALFWorldExpertAgent(Agent):
         self.config = config
 
     async def run(self, task: Any, env: Any, memory: MemoryView, actor: Actor) -> Trajectory:
-        traj = actor.trajectory
-        traj.extra.update(won=False, env_steps=0, task_type=task.task_type)
-        try:
-            observation, info = await areset(env)
-            traj.extra["task"] = observation
-            traj.messages = [Message(role="user", content=observation)]
-            traj.end_reason = await self._follow(traj, env, info)
-        except BaseException:
-            traj.end_reason = "error"
-            raise
-        return traj
+        return await play_game(task, env, actor, lambda observation: [Message(role="user", content=observation)],
+                               lambda traj, info: self._follow(traj, env, info))
 
     async def _follow(self, traj: Trajectory, env: Any, info: dict[str, Any]) -> str:
         while True:

@@ -9,6 +9,7 @@ repeats itself in a loop.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -107,6 +108,23 @@ async def play_move(env: Any, output: str, info: dict[str, Any], prompt_len: int
     return move, step, terminated, truncated, info
 
 
+async def play_game(task: Any, env: Any, actor: Actor, opening: Callable[[str], list[Message]],
+                    play: Callable[[Trajectory, dict[str, Any]], Awaitable[str]]) -> Trajectory:
+    """The start and end both ALFWorld agents share: reset the game, keep its task text, open the
+    conversation with `opening(observation)`, then `play` (which returns the end reason)."""
+    traj = actor.trajectory
+    traj.extra.update(won=False, env_steps=0, task_type=task.task_type)
+    try:
+        observation, info = await areset(env)
+        traj.extra["task"] = observation
+        traj.messages = opening(observation)
+        traj.end_reason = await play(traj, info)
+    except BaseException:
+        traj.end_reason = "error"  # the runner records the exception itself
+        raise
+    return traj
+
+
 class ALFWorldReactAgent(Agent):
     name: ClassVar[str] = "react"
 
@@ -129,17 +147,8 @@ class ALFWorldReactAgent(Agent):
         return [Message(role="system", content=prompts.SYSTEM), Message(role="user", content="\n\n".join(parts))]
 
     async def run(self, task: Any, env: Any, memory: MemoryView, actor: Actor) -> Trajectory:
-        traj = actor.trajectory
-        traj.extra.update(won=False, env_steps=0, task_type=task.task_type)
-        try:
-            observation, info = await areset(env)
-            traj.extra["task"] = observation
-            traj.messages = self.prompt(task, observation, memory)
-            traj.end_reason = await self._play(traj, env, info, actor)
-        except BaseException:
-            traj.end_reason = "error"  # the runner records the exception itself
-            raise
-        return traj
+        return await play_game(task, env, actor, lambda observation: self.prompt(task, observation, memory),
+                               lambda traj, info: self._play(traj, env, info, actor))
 
     async def _play(self, traj: Trajectory, env: Any, info: dict[str, Any], actor: Actor) -> str:
         moves: list[str] = []

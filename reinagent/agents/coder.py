@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
-from reinagent.benchmarks.base import Task
 from reinagent.env import Env, areset, astep
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
 from reinagent.programming import prompts
 from reinagent.programming.extract import doctest_asserts, extract_code, extract_tests
 from reinagent.records import Message, Step, Trajectory
+from reinagent.task import Task
 
 DEFAULT_MAX_TOKENS = 768  # a function with helpers does not fit the framework-wide default of 256
 

@@ -27,14 +27,20 @@ class CotAgent(Agent):
             return f"Context:\n{task.gold_context()}\nQuestion: {task.question}"
         return f"Question: {task.question}"
 
+    def examples(self) -> str:
+        """The few-shot examples (the math agents' subclasses give their own, and `system`)."""
+        return prompts.COT_CONTEXT_EXAMPLES if self.with_context else prompts.COT_NO_CONTEXT_EXAMPLES
+
+    def system(self) -> str:
+        return prompts.COT_SYSTEM
+
     def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
-        examples = prompts.COT_CONTEXT_EXAMPLES if self.with_context else prompts.COT_NO_CONTEXT_EXAMPLES
-        parts = [f"Here are some examples:\n\n{examples}\n\n(END OF EXAMPLES)"] if few_shot else []
+        parts = [f"Here are some examples:\n\n{self.examples()}\n\n(END OF EXAMPLES)"] if few_shot else []
         block = memory.block()
         if block:
             parts.append(block)
         parts.append(self.task_text(task))
-        return [Message(role="system", content=prompts.COT_SYSTEM), Message(role="user", content="\n\n".join(parts))]
+        return [Message(role="system", content=self.system()), Message(role="user", content="\n\n".join(parts))]
 
     async def run(self, task, env, memory: MemoryView, actor: Actor) -> Trajectory:
         return await step_loop(actor, env, self.prompt(task, memory), ("finish",), self.params)

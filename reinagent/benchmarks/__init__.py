@@ -7,6 +7,7 @@
                         process), alfworld_data.py (game files), alfworld_prompts.py
     gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
     arithmetic.py       generated one-digit sums (small enough for RL on a CPU); arithmetic20: 0..19
+    check.py            `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
 
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.

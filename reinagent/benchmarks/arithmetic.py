@@ -22,8 +22,7 @@ from reinagent.benchmarks.gsm8k import MathEnv, MathTask
 from reinagent.benchmarks.math_judge import judge
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices
-from reinagent.memory import MemoryView
-from reinagent.records import Evaluation, Message, Trajectory
+from reinagent.records import Evaluation, Trajectory
 
 SEED = 18  # fixes the shuffle, hence the splits; changing it changes the benchmark (bump version)
 TEST_SIZE = 60
@@ -81,15 +80,13 @@ class ArithmeticAgent(MathCotAgent):
     """The GSM8K chain-of-thought agent with arithmetic's prompt (short: small models fit it)."""
 
     name: ClassVar[str] = "cot"
-    system: str = SYSTEM
+    system_text: str = SYSTEM  # arithmetic20 says 0..19
 
-    def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
-        parts = [f"Here are some examples:\n\n{EXAMPLES}\n\n(END OF EXAMPLES)"] if few_shot else []
-        block = memory.block()
-        if block:
-            parts.append(block)
-        parts.append(self.task_text(task))
-        return [Message(role="system", content=self.system), Message(role="user", content="\n\n".join(parts))]
+    def examples(self) -> str:
+        return EXAMPLES
+
+    def system(self) -> str:
+        return self.system_text
 
 
 class Arithmetic(Benchmark):
@@ -138,5 +135,5 @@ class Arithmetic20(Arithmetic):
 
     def make_agent(self, name: str, config) -> ArithmeticAgent:
         agent = super().make_agent(name, config)
-        agent.system = SYSTEM.replace("one-digit numbers", "numbers from 0 to 19")
+        agent.system_text = SYSTEM.replace("one-digit numbers", "numbers from 0 to 19")
         return agent

@@ -4,8 +4,8 @@ The schedule (reinagent/schedule.py) decides *when* a (task, trial) runs and sta
 writer of the run's store; an executor only turns (task, trial, memory, previous record) into a
 TrialRecord. A rollout never knows which executor runs it.
 
-    base.py     the Executor interface
-    local.py    episodes in this process (reinagent/episode.py's run_episode under asyncio)
+    base.py     the Executor interface; EpisodeParts, what the run layer hands it
+    local.py    episodes in this process (the run_episode it is handed, under asyncio)
     ray.py      one Ray task per (task, trial); check_ray's one-line errors before any work
     ray_model.py  the embedded model on Ray: one actor holding the engine, called by every episode
 """
@@ -13,30 +13,32 @@ TrialRecord. A rollout never knows which executor runs it.
 from __future__ import annotations
 
 from reinagent.errors import ConfigError, choices
-from reinagent.executors.base import Executor
+from reinagent.executors.base import EpisodeParts, Executor
 
 EXECUTORS = ("local", "ray")
 
 
-def check_executor(config) -> None:
-    """A one-line ConfigError for an executor that cannot run this config (before any run dir)."""
-    if getattr(config, "executor", "local") == "ray":
+def check_executor(name: str, ray_address: str | None = None) -> None:
+    """A one-line ConfigError for an executor that cannot run (before any run dir)."""
+    if name == "ray":
         from reinagent.executors.ray import check_ray
 
-        check_ray(config)
+        check_ray(ray_address)
 
 
-def make_executor(exp) -> Executor:
+def make_executor(exp, parts: EpisodeParts) -> Executor:
+    """The executor `exp.config.executor` names, handed the episode function and the experiment
+    factory from above (`parts`)."""
     name = getattr(exp.config, "executor", "local") or "local"
     if name == "local":
         from reinagent.executors.local import LocalExecutor
 
-        return LocalExecutor(exp)
+        return LocalExecutor(exp, parts)
     if name == "ray":
         from reinagent.executors.ray import RayExecutor
 
-        return RayExecutor(exp)
+        return RayExecutor(exp, parts)
     raise ConfigError(f"unknown executor {name!r}; valid: {choices(EXECUTORS)}")
 
 
-__all__ = ["EXECUTORS", "Executor", "check_executor", "make_executor"]
+__all__ = ["EXECUTORS", "EpisodeParts", "Executor", "check_executor", "make_executor"]

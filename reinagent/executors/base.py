@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from reinagent.benchmarks.base import Task
 from reinagent.memory import EpisodicMemory
 from reinagent.records import TrialRecord
+
+
+@dataclass(frozen=True)
+class EpisodeParts:
+    """What the run layer hands an executor, so that executors never import the layer above them
+    (experiment.py, episode.py). Module-level functions: Ray ships them to its workers by name."""
+
+    run_episode: Callable[..., Awaitable[TrialRecord]]  # (exp, task, trial, memory, previous)
+    warm_up_if: Callable[[Any, list], Awaitable[None]]  # (exp, work): load local models if work exists
+    # On a Ray worker: (config JSON, run key, log store, adapt_models or None) -> the experiment
+    rebuild: Callable[..., Any]
 
 
 class Executor(abc.ABC):
@@ -14,8 +28,9 @@ class Executor(abc.ABC):
     never writes to the run's store itself (one writer), and never raises for a failed episode:
     the failure is the record's `error`."""
 
-    def __init__(self, exp):
+    def __init__(self, exp, parts: EpisodeParts):
         self.exp = exp
+        self.parts = parts
 
     async def start(self) -> None:
         """Get ready before the first episode (load a local model, join a cluster)."""

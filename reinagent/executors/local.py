@@ -10,12 +10,8 @@ from reinagent.records import TrialRecord
 
 class LocalExecutor(Executor):
     async def start(self) -> None:
-        from reinagent.experiment import warm_up_if as _warm_up_if
-
-        await _warm_up_if(self.exp, [True])  # a local model loads on its own lines, before any bar
+        await self.parts.warm_up_if(self.exp, [True])  # a local model loads on its own lines, before any bar
 
     async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
                       previous: TrialRecord | None) -> TrialRecord:
-        from reinagent.episode import run_episode
-
-        return await run_episode(self.exp, task, trial, memory, previous)
+        return await self.parts.run_episode(self.exp, task, trial, memory, previous)

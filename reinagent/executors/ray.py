@@ -35,7 +35,7 @@ from pathlib import Path
 
 from reinagent.benchmarks.base import Task
 from reinagent.errors import ConfigError
-from reinagent.executors.base import Executor
+from reinagent.executors.base import EpisodeParts, Executor
 from reinagent.memory import EpisodicMemory
 from reinagent.records import TrialRecord
 
@@ -55,18 +55,19 @@ class EpisodeJob:
     reflections: tuple[str, ...]
     window: int
     previous: TrialRecord | None
+    parts: EpisodeParts  # the episode function and the experiment factory (shipped by name)
     models: tuple = ()  # ray_model.ModelRef of each embedded model: the actors the episode calls
 
 
-def check_ray(config) -> None:
-    """Bad input in seconds, before a run directory exists: no Ray installed, an address nobody
-    answers on."""
+def check_ray(address: str | None) -> None:
+    """Bad input in seconds, before a run directory exists: no Ray installed, an address (--ray-address)
+    nobody answers on."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise ConfigError("--executor ray needs Ray: pip install 'reinagent[ray]'") from None
-    if config.ray_address:
-        _check_reachable(config.ray_address)
+    if address:
+        _check_reachable(address)
 
 
 def _check_reachable(address: str) -> None:
@@ -111,8 +112,8 @@ def _speaks_grpc(sock: socket.socket) -> bool:
 
 
 class RayExecutor(Executor):
-    def __init__(self, exp):
-        super().__init__(exp)
+    def __init__(self, exp, parts: EpisodeParts):
+        super().__init__(exp, parts)
         self._owns_ray = False
         self._remote = None
         self._models: list = []  # ray_model.ModelRef: the embedded model's actors, started here
@@ -124,7 +125,7 @@ class RayExecutor(Executor):
     async def start(self) -> None:
         import ray
 
-        check_ray(self.exp.config)
+        check_ray(self.exp.config.ray_address)
         if not ray.is_initialized():
             address = self.exp.config.ray_address
             try:
@@ -153,7 +154,7 @@ class RayExecutor(Executor):
         import ray.exceptions
 
         job = EpisodeJob(self._config, self._run_key, self._run_name, task, trial,
-                         tuple(memory.reflections), memory.window, previous, tuple(self._models))
+                         tuple(memory.reflections), memory.window, previous, self.parts, tuple(self._models))
         started = time.time()
         try:
             return await self._remote.remote(job)
@@ -228,11 +229,9 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 
 
 async def _episode(job: EpisodeJob) -> TrialRecord:
-    from reinagent.episode import run_episode
-
     exp = _experiment_for(job)
     memory = EpisodicMemory(window=job.window, reflections=list(job.reflections))
-    return await run_episode(exp, job.task, job.trial, memory, job.previous)
+    return await job.parts.run_episode(exp, job.task, job.trial, memory, job.previous)
 
 
 @dataclass
@@ -245,17 +244,13 @@ class _WorkerLog:
 def _experiment_for(job: EpisodeJob):
     key = (job.config, job.run_key, tuple(ref.actor_name for ref in job.models))
     if key not in _experiments:
-        from reinagent.config import RunConfig
-        from reinagent.experiment import build_models, make_experiment as _experiment, resolve
-
-        config = RunConfig(**json.loads(job.config))
-        bench, config = resolve(config)
         log_dir = Path(tempfile.gettempdir()) / "reinagent-ray" / job.run_name
         log_dir.mkdir(parents=True, exist_ok=True)
-        models = build_models(config, job.run_key)  # an embedded model's backend is only loaded on first call
+        adapt = None  # an embedded model's backend is only loaded on first call...
         if job.models:
             from reinagent.executors.ray_model import attach
 
-            models = attach(models, job.models)  # ...which goes to the run's model actor instead
-        _experiments[key] = _experiment(config, bench, [], _WorkerLog(log_dir), models)
+            def adapt(models, refs=job.models):
+                return attach(models, refs)  # ...which goes to the run's model actor instead
+        _experiments[key] = job.parts.rebuild(job.config, job.run_key, _WorkerLog(log_dir), adapt)
     return _experiments[key]

@@ -170,7 +170,7 @@ def _innermost(llm: LLM) -> LLM:
 CODER_BENCHMARKS = ("humaneval", "mbpp")
 
 # Rollouts whose every actor call is one agent step (tot/mcts also ask the actor for values).
-_STEP_ROLLOUTS = ("react", "multi-turn")
+STEP_ROLLOUTS = ("react", "multi-turn")
 
 
 def grammar_function(grammar: str) -> str | Callable[[Sequence[Message], GenerationParams], str | None]:
@@ -178,12 +178,22 @@ def grammar_function(grammar: str) -> str | Callable[[Sequence[Message], Generat
     return alfworld_choices if grammar == ALFWORLD_CHOICES else grammar
 
 
-def actor_grammar(config, backend: LLM) -> str | None:
-    """The grammar the run's actor is held to, or None. `config.constrained` None means: on when
+@dataclass(frozen=True)
+class GrammarChoice:
+    """The actor's grammar as the run resolved it (experiment.grammar_choice): this package knows
+    no benchmark or agent, so their grammar and their names come in here."""
+
+    wanted: bool | None  # --constrained (True), --no-constrained (False), None: where the engine can
+    grammar: str | None  # grammar_of(benchmark, agent, rollout): a regex, ALFWORLD_CHOICES or None
+    task: str  # "hotpotqa react with rollout react": what a refusal names
+
+
+def actor_grammar(choice: GrammarChoice, backend: LLM) -> str | None:
+    """The grammar the run's actor is held to, or None. `choice.wanted` None means: on when
     the backend can constrain and the agent has a grammar; True insists (a ConfigError naming
     the way out when it cannot be done); False turns it off. ALFWorld's answer is the name
     ALFWORLD_CHOICES (the regex changes every step; `grammar_function` gives the function)."""
-    wanted = config.constrained
+    wanted = choice.wanted
     supported = bool(getattr(_innermost(backend), "supports_regex", False))
     if wanted is False or (wanted is None and not supported):
         return None
@@ -192,51 +202,44 @@ def actor_grammar(config, backend: LLM) -> str | None:
             f"--constrained needs an engine with structured output (local, local:PATH), not {backend.name!r}; "
             "or run with --no-constrained"
         )
-    grammar = grammar_of(config)
-    if grammar is None and wanted:
-        from reinagent.benchmarks import make
-
-        agent = config.agent or make(config.benchmark).default_agent
+    if choice.grammar is None and wanted:
         raise ConfigError(
-            f"--constrained has no grammar for {config.benchmark} {agent} with rollout {config.rollout} yet; "
+            f"--constrained has no grammar for {choice.task} yet; "
             f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, alfworld with react, or humaneval/mbpp with "
             f"coder, and rollout "
-            f"{' or '.join(_STEP_ROLLOUTS)} "
+            f"{' or '.join(STEP_ROLLOUTS)} "
             "(or run with --no-constrained)"
         )
-    return grammar
+    return choice.grammar
 
 
-def grammar_of(config) -> str | None:
-    """The action grammar of the run's benchmark, agent and rollout, whatever the backend; None
-    when it has none."""
-    from reinagent.benchmarks import make
-
-    agent = config.agent or make(config.benchmark).default_agent
-    if config.rollout not in _STEP_ROLLOUTS:
+def grammar_of(benchmark: str, agent: str, rollout: str) -> str | None:
+    """The action grammar of a benchmark's agent under a rollout, whatever the backend; None when
+    it has none."""
+    if rollout not in STEP_ROLLOUTS:
         return None
-    if config.benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS:
+    if benchmark == "hotpotqa" and agent in HOTPOT_ACTIONS:
         return hotpot_regex(agent)
-    if config.benchmark == "alfworld" and agent == "react":
+    if benchmark == "alfworld" and agent == "react":
         return ALFWORLD_CHOICES
-    if config.benchmark in CODER_BENCHMARKS and agent == "coder":
+    if benchmark in CODER_BENCHMARKS and agent == "coder":
         # both of the coder's calls: its own tests (assert lines, which extract_tests reads inside
         # a fence too) and the implementation (extract_code reads the fenced block)
         return code_block_regex()
     return None
 
 
-def resolved_constrained(config) -> bool:
-    """What `config.constrained` None comes to for this run's actor, for the spec to record: on for
+def resolved_constrained(choice: GrammarChoice, model: str, base_url: str | None) -> bool:
+    """What `--constrained` None comes to for the actor `model`, for the spec to record: on for
     the OpenVINO engine (`local`, `local:FILE.gguf`, `local:IR_DIR`: the only one with structured
     output) when the agent has a grammar; off for everything else, a HF directory included."""
-    if config.constrained is not None:
-        return config.constrained
+    if choice.wanted is not None:
+        return choice.wanted
     from reinagent.llm import backend_of, on_openvino
 
     try:
-        if backend_of(config.actor_model, config.base_url) != "local" or not on_openvino(config.actor_model):
+        if backend_of(model, base_url) != "local" or not on_openvino(model):
             return False
     except ConfigError:  # a name only the caller knows (the RL trainer's policy), a missing path
         return False
-    return grammar_of(config) is not None
+    return choice.grammar is not None

@@ -17,6 +17,7 @@ from reinagent.llm.base import LLM
 if TYPE_CHECKING:
     from reinagent.config import RunConfig
     from reinagent.llm.cache import ResponseStore
+    from reinagent.llm.constrained import GrammarChoice
 
 # Scripted models are not cached: they cost nothing, and their rule files are edited between
 # runs, so a cache would replay replies the file no longer gives.
@@ -30,19 +31,21 @@ def response_cache_dir(config: RunConfig) -> Path:
     return Path(config.cache_dir).expanduser() if config.cache_dir else cache_root() / "responses"
 
 
-def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: str | None = None) -> LLM:
+def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: str | None = None,
+              grammar: GrammarChoice | None = None) -> LLM:
     """Backend for `model` as configured for this run. `run_key` names the run for the response
-    cache: with cache_scope "run" (the default) only calls of that run are replayed."""
+    cache: with cache_scope "run" (the default) only calls of that run are replayed. `grammar`
+    (the actor's, resolved by experiment.grammar_choice) holds the actor to it where it applies."""
     kind = backend_of(model, config.base_url)
     precision = getattr(config, "precision", None)  # None until config.py has the key: the engine's default
     backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env, precision=precision,
                        deterministic=getattr(config, "deterministic", False))
     llm = backend
-    grammar = None
-    if role == "actor":
+    choice, grammar = grammar, None
+    if role == "actor" and choice is not None:
         from reinagent.llm.constrained import ConstrainedLLM, actor_grammar, grammar_function
 
-        grammar = actor_grammar(config, backend)  # a regex, or the name of a per-step grammar
+        grammar = actor_grammar(choice, backend)  # a regex, or the name of a per-step grammar
         if grammar:  # innermost: the cache below keys the grammar through the model identity
             llm = ConstrainedLLM(llm, grammar_function(grammar))
     if config.max_model_concurrency:

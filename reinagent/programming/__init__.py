@@ -2,5 +2,7 @@
 
     extract.py   Python code and unit tests out of a model's free-form reply
     prompts.py   the coder agent's prompts and the programming Reflector's worked examples
-    check.py     `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
+
+`reinagent check-solutions` lives in benchmarks/check.py (it makes a benchmark; this package
+knows none).
 """

@@ -7,7 +7,8 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from reinagent.errors import ConfigError, choices
+from reinagent.errors import ConfigError
+from reinagent.names import ROLLOUT_CLASSES, ROLLOUTS, check_rollout, register_rollout, rollout_names  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Actor, Agent
@@ -18,15 +19,7 @@ if TYPE_CHECKING:
     from reinagent.records import Evaluation, Trajectory
     from reinagent.reflector import Reflector
 
-ROLLOUTS = ("react", "tot", "mcts", "multi-turn")
-
-# name -> (module, class); imported on demand (see make_rollout)
-_REGISTRY: dict[str, tuple[str, str]] = {
-    "react": ("reinagent.rollouts.react", "ReactRollout"),
-    "tot": ("reinagent.rollouts.tot", "TotRollout"),
-    "mcts": ("reinagent.rollouts.mcts", "MctsRollout"),
-    "multi-turn": ("reinagent.rollouts.multi_turn", "MultiTurnRollout"),
-}
+_REGISTRY = ROLLOUT_CLASSES  # the registry itself lives below config (reinagent/names.py)
 
 
 @dataclass
@@ -69,23 +62,6 @@ class Rollout(abc.ABC):
 
     @abc.abstractmethod
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]: ...
-
-
-def register_rollout(name: str, module: str, cls: str) -> None:
-    """Make a rollout defined outside this package selectable by name (`rollout=` of a run); its
-    module is imported when a run first asks for it. Built-in ones are listed in _REGISTRY above."""
-    _REGISTRY[name] = (module, cls)
-
-
-def rollout_names() -> tuple[str, ...]:
-    """Every selectable rollout: the built-in ROLLOUTS, then any registered at run time."""
-    return tuple(_REGISTRY)
-
-
-def check_rollout(name: str) -> str:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown rollout {name!r}; valid: {choices(rollout_names())}")
-    return name
 
 
 def make_rollout(name: str, config: RunConfig) -> Rollout:

@@ -176,6 +176,30 @@ class Store(ABC):
         self.close()
 
 
+class DatabaseRuns(ABC):
+    """`open_run` and `worker` of the database stores (sql.py, mongo.py), which differ only in
+    the writer they hand out (`run_writer`)."""
+
+    @abstractmethod
+    def run_writer(self, run_id: str, log_dir: Path | None, *, locked: bool) -> RunWriter:
+        """A writer for one run, holding the run's lock when `locked`."""
+
+    def open_run(self, run_id: str, log_dir: Path | None = None) -> tuple[RunWriter, RunSpec, list[TrialRecord]]:
+        if not self.has_run(check_run_id(run_id)):
+            raise self.missing(run_id)
+        writer = self.run_writer(run_id, log_dir, locked=True)  # the lock first, then the read
+        try:
+            return writer, self.read_spec(run_id), self.read_records(run_id)
+        except BaseException:
+            writer.close()
+            raise
+
+    def worker(self, run_id: str) -> RunWriter:
+        if not self.has_run(check_run_id(run_id)):
+            raise self.missing(run_id)
+        return self.run_writer(run_id, None, locked=False)
+
+
 class AsyncAppend:
     """`append_async` for writers whose `append` blocks (a database round trip): in a thread, so
     the event loop keeps running episodes meanwhile."""

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 from reinagent.records import RunSpec, Supersede, TrialRecord
 from reinagent.redact import redact
 from reinagent.store import Entry
-from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, Store, StoreError, check_run_id, record_sample,
-                                   same_episode)
+from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, DatabaseRuns, Store, StoreError, check_run_id,
+                                   record_sample, same_episode)
 from reinagent.stores.sql import first_line
 from reinagent.text import valid_data
 
@@ -43,7 +43,7 @@ def _pymongo():
     return pymongo
 
 
-class MongoStore(Store):
+class MongoStore(DatabaseRuns, Store):
     kind = "mongodb"
 
     def __init__(self, url: str, *, client=None, timeout_s: float = 5.0, lease_ttl_s: float = 30.0):
@@ -120,21 +120,8 @@ class MongoStore(Store):
                                  f"continue it with `reinagent resume --store URL {run_id}`") from None
         return MongoRunWriter(self, run_id, log_dir, locked=True)
 
-    def open_run(self, run_id: str, log_dir: Path | None = None):
-        if not self.has_run(check_run_id(run_id)):
-            raise self.missing(run_id)
-        self._check_imported(run_id)
-        writer = MongoRunWriter(self, run_id, log_dir, locked=True)
-        try:
-            return writer, self.read_spec(run_id), self.read_records(run_id)
-        except BaseException:
-            writer.close()
-            raise
-
-    def worker(self, run_id: str) -> "MongoRunWriter":
-        if not self.has_run(check_run_id(run_id)):
-            raise self.missing(run_id)
-        return MongoRunWriter(self, run_id, None, locked=False)
+    def run_writer(self, run_id: str, log_dir: Path | None, *, locked: bool) -> "MongoRunWriter":
+        return MongoRunWriter(self, run_id, log_dir, locked=locked)  # open_run, worker: base.DatabaseRuns
 
     def close(self) -> None:
         self.client.close()

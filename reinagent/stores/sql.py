@@ -25,13 +25,13 @@ from typing import Any, Iterator
 
 from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
 from reinagent.store import Entry
-from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, Store, StoreError, check_run_id, record_sample,
-                                   same_episode)
+from reinagent.stores.base import (SCHEMA_VERSION, AsyncAppend, DatabaseRuns, Store, StoreError, check_run_id,
+                                   record_sample, same_episode)
 
 KEY = "run_id, task_id, trial, sample, generation, revision"
 
 
-class SqlStore(Store):
+class SqlStore(DatabaseRuns, Store):
     """A relational store; subclasses say how to connect, lock and spell a few types."""
 
     json_type = "TEXT"
@@ -199,20 +199,8 @@ class SqlStore(Store):
         finally:
             writer.close()
 
-    def open_run(self, run_id: str, log_dir: Path | None = None) -> tuple["SqlRunWriter", RunSpec, list[TrialRecord]]:
-        if not self.has_run(check_run_id(run_id)):
-            raise self.missing(run_id)
-        writer = SqlRunWriter(self, run_id, log_dir, locked=True)
-        try:
-            return writer, self.read_spec(run_id), self.read_records(run_id)
-        except BaseException:
-            writer.close()
-            raise
-
-    def worker(self, run_id: str) -> "SqlRunWriter":
-        if not self.has_run(check_run_id(run_id)):
-            raise self.missing(run_id)
-        return SqlRunWriter(self, run_id, None, locked=False)
+    def run_writer(self, run_id: str, log_dir: Path | None, *, locked: bool) -> "SqlRunWriter":
+        return SqlRunWriter(self, run_id, log_dir, locked=locked)  # open_run, worker: base.DatabaseRuns
 
     def close(self) -> None:
         self.conn.close()
