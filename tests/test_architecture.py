@@ -118,7 +118,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("reinagent.llm",)),
     ("untrusted", ("reinagent.sandbox", "reinagent.programming")),
     ("base", ("reinagent.records", "reinagent.config", "reinagent.task", "reinagent.env", "reinagent.errors",
-              "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names",
+              "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names", "reinagent.text",
               "reinagent.strategy")),  # strategy.py: an enum config.py validates against; imports nothing
 ]
 
