@@ -208,7 +208,7 @@ def _splits(benchmark: str) -> str:
 
 
 def _finish(run_dir) -> None:
-    """The closing lines, and the exit code scripts read (reinagent/outcome.py; README "Exit
+    """The closing lines, and the exit code scripts read (reinagent/outcome.py; docs/cli.md "Exit
     codes"): 0 clean, 3 some (task, trial)s errored, 4 all of them errored."""
     from reinagent.outcome import Outcome
     from reinagent.runner import load_run

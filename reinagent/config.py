@@ -61,7 +61,7 @@ class RunConfig(BaseModel):
     deterministic: bool = False
     cache: bool = True
     # run: only this run's own calls are replayed (a resume); shared: every run on the same model
-    # and cache directory shares answers (sampled ones included). See README "Response cache".
+    # and cache directory shares answers (sampled ones included). See docs/cli.md "Response cache".
     cache_scope: Literal["run", "shared"] = "run"
     cache_dir: str | None = None
     # rollout multi-turn: answers per episode, and the discount of a right answer on turn t (d**(t-1))
@@ -73,7 +73,7 @@ class RunConfig(BaseModel):
     allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
     # alfworld
     alfworld_data: str | None = None
-    # rollouts: how one episode explores (reinagent/rollouts/; README "Rollouts")
+    # rollouts: how one episode explores (reinagent/rollouts/; docs/rollouts.md)
     rollout: str = "react"  # react, tot, mcts or multi-turn
     tot_breadth: int = Field(default=5, gt=0)  # candidates sampled per step
     tot_keep: int = Field(default=2, gt=0)  # best partial paths kept per step

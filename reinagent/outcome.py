@@ -1,7 +1,7 @@
 """How a finished `run` or `resume` ends: its exit code and, when (task, trial)s errored, one
 summary of the error kinds, so a script can tell a clean run from a broken one.
 
-Exit codes of `reinagent run` / `reinagent resume` (README "Exit codes"):
+Exit codes of `reinagent run` / `reinagent resume` (docs/cli.md "Exit codes"):
 
     0    every (task, trial) was judged (solved or not)
     1    internal error (a bug; REINAGENT_DEBUG=1 shows the traceback)

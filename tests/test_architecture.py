@@ -44,6 +44,19 @@ def test_the_page_has_the_four_worked_examples():
     assert len(_python_blocks(text)) == 5
 
 
+def test_the_page_draws_the_layers_the_test_checks():
+    """The drawing under "Layers" names the layers of LAYERS, in order, each with its files."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    drawing = re.search(r"^## Layers.*?^```\n(.*?)^```", text, re.S | re.M).group(1)
+    rows = [line.split()[0] for line in drawing.splitlines() if line and not line.startswith(" ")]
+    assert rows == [name for name, _ in LAYERS]
+    for name, prefixes in LAYERS:
+        for prefix in prefixes:
+            if prefix != "reinagent":
+                path = prefix.replace(".", "/")
+                assert f"{path}/" in drawing or f"{path}.py" in drawing, f"the drawing does not place {path}"
+
+
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory):
     """The page's python blocks, run once in order in one module (so `__name__` is an importable

@@ -478,7 +478,7 @@ def test_remote_benchmark_server_killed_mid_run_then_resume(server_factory, tmp_
     wait_for(waiting.exists, "task t2's step is in flight on the server")
     server.kill()
     out, err = run.communicate(timeout=300)
-    assert run.returncode == 3, err  # some (task, trial)s ended in an error (README "Exit codes")
+    assert run.returncode == 3, err  # some (task, trial)s ended in an error (docs/cli.md "Exit codes")
     assert re.search(r"errors: [12] of 4 \(task, trial\)s ended in an error", err), err
 
     from reinagent.runner import load_run

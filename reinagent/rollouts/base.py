@@ -1,4 +1,5 @@
-"""The Rollout interface: one episode of one task, as a strategy runs it, and the lazy registry."""
+"""The Rollout interface: one episode of one task, as a strategy runs it, and the lazy registry
+(its names live in reinagent/names.py, below config.py, which checks them)."""
 
 from __future__ import annotations
 
