@@ -8,6 +8,7 @@ one of them. Prints one line per mutant and exits 1 if any mutant survives.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -36,22 +37,31 @@ MUTANTS = {
 }
 
 
-def check(name: str) -> bool:
-    """True when the mutant is killed (some test fails)."""
-    path, old, new = MUTANTS[name]
+def failures(name: str | None) -> list[str]:
+    """The tests that fail on a scratch copy with mutant `name` applied (None: unmutated)."""
     with tempfile.TemporaryDirectory() as tmp:
         for folder in ("reinagent", "tests"):
             shutil.copytree(ROOT / folder, Path(tmp) / folder, ignore=shutil.ignore_patterns("__pycache__"))
-        target = Path(tmp) / path
-        text = target.read_text(encoding="utf-8")
-        if text.count(old) != 1:
-            raise SystemExit(f"{name}: the original text is not in {path} exactly once; update this script")
-        target.write_text(text.replace(old, new), encoding="utf-8")
+        if name is not None:
+            path, old, new = MUTANTS[name]
+            target = Path(tmp) / path
+            text = target.read_text(encoding="utf-8")
+            if text.count(old) != 1:
+                raise SystemExit(f"{name}: the original text is not in {path} exactly once; update this script")
+            target.write_text(text.replace(old, new), encoding="utf-8")
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", SKIP, *TESTS],
-                              cwd=tmp, env={**__import__("os").environ, "PYTHONPATH": tmp},
+                              cwd=tmp, env={**os.environ, "PYTHONPATH": tmp},
                               capture_output=True, text=True)
     failed = [line.split(" - ")[0].removeprefix("FAILED ") for line in proc.stdout.splitlines()
               if line.startswith("FAILED")]
+    if proc.returncode not in (0, 1) or (proc.returncode == 1 and not failed):
+        raise SystemExit(f"pytest could not run ({name or 'unmutated'}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return failed
+
+
+def check(name: str) -> bool:
+    """True when the mutant is killed (some test fails)."""
+    failed = failures(name)
     print(f"{name}: {'killed by ' + ', '.join(failed) if failed else 'SURVIVED'}", flush=True)
     return bool(failed)
 
@@ -61,5 +71,8 @@ if __name__ == "__main__":
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:
         raise SystemExit(f"unknown mutant {unknown[0]!r}; valid: {', '.join(MUTANTS)}")
+    baseline = failures(None)
+    if baseline:
+        raise SystemExit(f"the unmutated tests fail already: {', '.join(baseline)}")
     survived = [n for n in names if not check(n)]
     sys.exit(1 if survived else 0)

@@ -31,7 +31,7 @@ def mcts_tree() -> list[SearchNode]:
     return [
         node(0, None, observation="Question: who wrote X?", visits=4),
         node(1, 0, "Search[A]", observation="A is a river.", value=0.2, visits=1),
-        node(2, 0, "Search[B]", observation="B wrote X in 1990. " + "x" * 500, value=0.9, visits=2),
+        node(2, 0, "Search[B]", observation="B wrote X in 1990. " + "x" * 500, value=0.9, q=0.95, visits=2),
         node(3, 0, "Search[C]", observation="No results.", value=0.1, visits=1),
         node(4, 1, "Finish[river]", depth=2, observation="wrong", reward=0.0, terminal=True, success=False,
              visits=1, reflection="I searched the wrong entity; search B next time."),
@@ -108,7 +108,7 @@ def test_html_draws_every_node_and_marks_the_chosen_path(tmp_path):
     assert sorted(int(i) for _, i in nodes) == list(range(len(tree)))
     assert [int(i) for cls, i in nodes if "chosen" in cls.split()] == [0, 2, 5]
     assert "I searched the wrong entity; search B next time." in page  # a failed node's reflection
-    assert "value 0.9" in page and "visits 2" in page and "reward 1" in page
+    assert "value 0.9" in page and "q 0.95" in page and "visits 2" in page and "reward 1" in page
     assert "search tree: 6 nodes, depth 2 (mcts)" in page
     assert "x" * 300 not in page.split("class='tree'")[1].split("</ul>\n</details>")[0]  # shortened in the tree
     assert "<script" not in page and "http://" not in page

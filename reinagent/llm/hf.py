@@ -62,7 +62,10 @@ class HFLLM(LLM):
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         loaded = self._worker.loaded  # before the first call: None (the budget reserves conservatively)
-        return int(_encode(loaded.tokenizer, messages).shape[1]) if loaded is not None else None
+        if loaded is None:
+            return None
+        with self._worker.tokenizer_lock:
+            return int(_encode(loaded.tokenizer, messages).shape[1])
 
     async def aclose(self) -> None:
         pass  # the model stays loaded for the process (training and RL scripts reuse it)
@@ -76,6 +79,8 @@ class _Worker:
     def __init__(self, source: Path, device: str | None, cache_root: str | None):
         self.source, self.device, self.cache_root = source, device, cache_root
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"hf-{source.name}")
+        # the token budget counts prompts from the event loop's thread (HFLLM.count_prompt_tokens)
+        self.tokenizer_lock = threading.Lock()
         self.loaded: _Loaded | None = None
         self._error: str | None = None
 
@@ -84,7 +89,8 @@ class _Worker:
 
         lm = self._load()
         started = time.perf_counter()
-        ids = _encode(lm.tokenizer, messages).to(lm.device)
+        with self.tokenizer_lock:
+            ids = _encode(lm.tokenizer, messages).to(lm.device)
         kwargs: dict[str, Any] = {"max_new_tokens": max(1, params.max_tokens), "eos_token_id": lm.eos, "pad_token_id": lm.eos[0]}
         if params.greedy:
             kwargs["do_sample"] = False
@@ -97,7 +103,8 @@ class _Worker:
             out = lm.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out[0, ids.shape[1]:].tolist()
         ended = bool(new) and new[-1] in lm.eos
-        text = lm.tokenizer.decode(new, skip_special_tokens=True)
+        with self.tokenizer_lock:
+            text = lm.tokenizer.decode(new, skip_special_tokens=True)
         cut = strip_stop(text, params.stop)
         stopped = ended or cut != text or len(new) < params.max_tokens
         return Completion(text=cut, prompt_tokens=int(ids.shape[1]), completion_tokens=len(new),

@@ -145,8 +145,9 @@ class Search:
 
     async def reflect(self, ids: list[int], prefix: str) -> None:
         """A self-reflection on each failed terminal node, for later expansions and values."""
-        requests = [Request(self.reflector.prompt(self.attempt(i)), self.reflector.params, f"{prefix}/n{i}/reflect",
-                            llm=self.reflector.llm, role="reflector") for i in ids]
+        blind = self.judge_by == "value"  # judged without the environment's verdict: reflect without it too
+        requests = [Request(self.reflector.prompt(self.attempt(i, blind=blind)), self.reflector.params,
+                            f"{prefix}/n{i}/reflect", llm=self.reflector.llm, role="reflector") for i in ids]
         completions = await self.actor.complete_many(requests)
         self.note_refusal(completions)
         for i, c in zip(ids, completions):
