@@ -59,3 +59,48 @@ def test_gymnasium_programming_env_rewards_the_hidden_verdict(env_id):
         assert (reward, info["success"]) == (1.0, True)
     finally:
         env.close()
+
+
+# --- 4. the seed's WebEnvClient gets the task it asks for ------------------------------------------
+
+def _question_of(server, task_id: str) -> str:
+    sid = server.post("/create", {"task_id": task_id}).json()["id"]
+    obs = server.post("/reset", {"id": sid}).json()["observation"]
+    server.post("/close", {"id": sid})
+    return obs
+
+
+def test_seed_client_idx_picks_the_task_and_its_own_session(hotpot):  # noqa: F811
+    tasks = hotpot.http.get("/tasks").json()["tasks"]
+    before = hotpot.sessions()
+    three = hotpot.post("/reset", {"idx": 3}).json()
+    five = hotpot.post("/reset", {"idx": 5}).json()
+    assert three["observation"] == _question_of(hotpot, tasks[3]) != five["observation"]
+    assert five["observation"] == _question_of(hotpot, tasks[5])
+    assert three["id"] != five["id"] and hotpot.sessions() == before + 2
+    # each client steps its own session: finishing idx 3 leaves idx 5 mid-episode
+    assert hotpot.post("/step", {"action": "Finish[x]", "idx": 3}).json()["done"] is True
+    assert hotpot.post("/step", {"action": "Search[x]", "idx": 5}).json()["done"] is False
+    # a reset with the same idx replays that task in that client's session
+    again = hotpot.post("/reset", {"idx": 3}).json()
+    assert again["id"] == three["id"] and again["observation"] == three["observation"]
+    # the plain id-less form is a third session, untouched by both
+    assert hotpot.post("/step", {"action": "Search[x]"}).status_code == 404
+    wrong = hotpot.post("/reset", {"idx": len(tasks)})
+    assert wrong.status_code == 404 and f"idx {len(tasks)} is out of range" in wrong.json()["error"]
+    both = hotpot.post("/reset", {"idx": 1, "task_id": tasks[1]})
+    assert both.status_code == 422 and "not both" in both.json()["error"]
+    for sid in (three["id"], five["id"]):
+        assert hotpot.post("/close", {"id": sid}).status_code == 200
+    assert hotpot.post("/step", {"action": "Search[x]", "idx": 3}).status_code == 404
+    assert hotpot.sessions() == before
+
+
+@pytest.mark.parametrize("key", ["env_idx", "data_idx"])
+@pytest.mark.parametrize("path", ["/reset", "/step", "/create"])
+def test_another_protocols_task_keys_are_refused(hotpot, key, path):  # noqa: F811
+    before = hotpot.sessions()
+    body = {"action": "Search[x]", "task_id": hotpot.http.get("/tasks").json()["tasks"][0], key: 0}
+    answer = hotpot.post(path, body)
+    assert answer.status_code == 422 and f"'{key}'" in answer.json()["error"] and "AgentGym" in answer.json()["error"]
+    assert hotpot.sessions() == before  # not silently played on the default session
