@@ -17,12 +17,14 @@ import click
 @click.option("--idle-timeout-s", type=float, default=600.0, show_default=True,
               help="Close a session unused for this long.")
 @click.option("--token", help="Bearer token every request must carry (default: $REINAGENT_ENV_TOKEN).")
-def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token) -> None:
+@click.option("--protocol", type=click.Choice(["reinagent", "agentgym"]), default="reinagent", show_default=True,
+              help="reinagent (docs/env-protocol.md) or agentgym (AgentGym's clients: /create -> int id, data_idx).")
+def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token, protocol) -> None:
     """Serve a benchmark's environments over HTTP (protocol: docs/env-protocol.md)."""
     from reinagent.service.server import serve
 
     sys.exit(serve(benchmark, split=split, host=host, port=port, max_sessions=max_sessions,
-                   idle_timeout_s=idle_timeout_s, token=token))
+                   idle_timeout_s=idle_timeout_s, token=token, protocol=protocol))
 
 
 @click.command(name="check-env")
