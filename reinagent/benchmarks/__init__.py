@@ -7,6 +7,8 @@
                         process), alfworld_data.py (game files), alfworld_prompts.py
     gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
     arithmetic.py       generated one-digit sums (small enough for RL on a CPU)
+    math_judge.py       GSM8K's and arithmetic's judge: math-verify, with our Finish[...]
+    answers.py          `reinagent check-answers`: re-score outside answers with these judges
 
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.
