@@ -68,7 +68,7 @@ def test_agentgym_clients_drive_our_server(agentgym_hotpot):
     assert agentgym_hotpot.first_line.startswith("serving hotpotqa (agentgym protocol) on http://127.0.0.1:")
     tasks = make("hotpotqa").load_tasks("hard100")
     client = AgentGymStyleClient(url)
-    assert isinstance(client.env_id, int) and client.first_observation.startswith("Question: ")
+    assert isinstance(client.env_id, int) and client.first_observation == ""  # the task comes with reset
     other = AgentGymStyleClient(url, create_body={"minecraft_dir": "x", "commands": None, "goal": None})
     assert other.env_id != client.env_id
 
@@ -92,6 +92,9 @@ def test_agentgym_clients_drive_our_server(agentgym_hotpot):
     assert client.close() == {"closed": True} and other.close() == {"closed": True}
     gone = httpx.post(f"{url}/step", json={"id": client.env_id, "action": "x"}, timeout=60)
     assert gone.status_code == 404 and "unknown env id" in gone.json()["error"]
+    eager = AgentGymStyleClient(url)  # a step before any reset plays task 0
+    assert eager.step(f"Finish[{tasks[0].answer}]")["reward"] == 1.0
+    eager.close()
 
 
 @pytest.mark.parametrize(("body", "status", "needle"), [

@@ -5,13 +5,14 @@ AgentGym (WooooDyy/AgentGym, the `agentenv` clients) serves WebShop, SciWorld, B
 ALFWorld, ... each as its own FastAPI server. The common shape of its "id" family, which both sides
 here speak:
 
-    POST /create                  (no body, or any object)      -> {"id": INT, "observation": OBS}
+    POST /create                  (no body, or any object)      -> {"id": INT, "observation": ""}
     POST /reset  {"id", "data_idx"}   (ALFWorld's client: "game") -> {"observation", "reward", "score", "done", ...}
     POST /step   {"id", "action"}                                -> {"observation", "reward", "score", "done", ...}
     GET  /observation?id=INT                                     -> {"observation", "reward", "score", "done"}
     POST /close  {"id"}                                          -> {"closed": true}
 
-`data_idx` is the index of a task in our `/tasks` order; `score` is the episode's summed reward
+`data_idx` is the index of a task in our `/tasks` order (the env is made by the first reset, as
+BabyAI's server does; a step before any reset plays task 0); `score` is the episode's summed reward
 (BabyAI's and SciWorld's clients read it as the reward); `available_actions` is the environment's
 admissible commands where it has them (ALFWorld's client reads it), else []. AgentGym servers
 answer a failure with 200 and `{"error": ...}`; ours uses real status codes with the same body,
@@ -48,7 +49,7 @@ PROTOCOLS = ("reinagent", "agentgym")
 class _Slot:
     """One AgentGym env id: our session behind it, and what /observation reports."""
 
-    session_id: str
+    session_id: str | None = None  # None until the first reset makes the env
     observation: str = ""
     reward: float = 0.0
     score: float = 0.0
@@ -94,6 +95,9 @@ def create_app(table: SessionTable, *, token: str | None = None) -> Starlette:
         return table.task_at(idx)
 
     async def play(slot: _Slot, call) -> tuple:
+        if slot.session_id is None:  # a step before any reset: task 0, as data_idx defaults to
+            slot.session_id = (await table.create(table.task_at(0))).id
+            await open_episode(slot)
         session = table.get(slot.session_id)
         async with session.lock:
             try:
@@ -111,20 +115,23 @@ def create_app(table: SessionTable, *, token: str | None = None) -> Starlette:
 
     async def create(request: Request) -> dict[str, Any]:
         await body_of(request)  # any object (TextCraft sends its settings), or none
-        session = await table.create(next(iter(table.tasks)))
+        pending = sum(slot.session_id is None for slot in slots.values())
+        if pending >= table.max_sessions:  # ids never reset hold no env, but must not grow forever
+            raise Full(f"{pending} envs created and never reset; reset or close them, or retry later")
         env_id = next(ids)
-        slots[env_id] = slot = _Slot(session.id)
-        first = await open_episode(slot)
-        return {"id": env_id, "observation": first["observation"]}
+        slots[env_id] = _Slot()
+        return {"id": env_id, "observation": ""}  # TextCraft's client reads it; the task comes with reset
 
     async def reset(request: Request) -> dict[str, Any]:
         data = await body_of(request)
         _, slot = slot_of(data.get("id"))
         task_id = task_at(data)
-        old = table.get(slot.session_id)
-        if old.task_id != task_id:  # another task: a fresh env for it under the same int id
+        old = table.get(slot.session_id) if slot.session_id is not None else None
+        if old is not None and old.task_id != task_id:  # another task: a fresh env under the same int id
             async with old.lock:
                 await table.close(old.id)
+            old = None
+        if old is None:
             slot.session_id = (await table.create(task_id)).id
         return await open_episode(slot)
 
@@ -149,10 +156,11 @@ def create_app(table: SessionTable, *, token: str | None = None) -> Starlette:
     async def close(request: Request) -> dict[str, Any]:
         env_id, slot = slot_of((await body_of(request)).get("id"))
         del slots[env_id]
-        with contextlib.suppress(NotFound):
-            session = table.get(slot.session_id)
-            async with session.lock:
-                await table.close(session.id)
+        if slot.session_id is not None:
+            with contextlib.suppress(NotFound):
+                session = table.get(slot.session_id)
+                async with session.lock:
+                    await table.close(session.id)
         return {"closed": True}
 
     async def hello(request: Request) -> str:
