@@ -71,6 +71,7 @@ def run_options(fn):
         click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
         click.option("--api-key-env", help="Environment variable holding the --base-url server's key (default REINAGENT_SERVER_API_KEY; hosted providers' keys are never sent to it)."),
         click.option("--env-url", help="Environment server (`reinagent serve-env`), e.g. http://127.0.0.1:8000; --benchmark remote: any server of the protocol."),
+        click.option("--env-protocol", help="--benchmark remote: the server's protocol, reinagent (default, docs/env-protocol.md) or agentgym (AgentGym's servers: /create, data_idx)."),
         click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
         click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
         click.option("--schedule", type=click.Choice(["pipeline", "barrier"]), default=None, help="pipeline (default): a task starts its next trial as soon as its own trial is recorded; barrier: every task finishes trial k before any starts k+1. Same records."),

@@ -33,6 +33,8 @@ class RunConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str | None = None  # the variable holding base_url's key (the name only is recorded)
     env_url: str | None = None  # environments from this server (`reinagent serve-env`), not in-process
+    # --benchmark remote: the server's protocol (docs/env-protocol.md, or AgentGym's "id" family)
+    env_protocol: Literal["reinagent", "agentgym"] = "reinagent"
     max_concurrency: int | None = Field(default=None, gt=0)  # None: the backend's default
     max_model_concurrency: int | None = Field(default=None, gt=0)  # None: no cap beyond max_concurrency
     # pipeline: a task starts trial k+1 once its own trial k is recorded; barrier: every task of

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.memory import EpisodicMemory, MemoryView
-from reinagent.records import TrialRecord, Trajectory
+from reinagent.records import TrialRecord, Trajectory, first_non_finite
 from reinagent.redact import redact
 from reinagent.rollouts import Episode, make_rollout
 
@@ -55,12 +55,37 @@ async def run_episode(
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
         record.error = redact(f"{type(err).__name__}: {err}")
         _log_traceback(exp.store.run_dir, task.task_id, trial)
+    record = _finite(record)
     if record.error is not None:
         record.reflection = None  # never reflect on (or remember) an attempt that was not judged
     # how often the benchmark's judge ran: 1 for react, more where a search asked it for many paths
     record.evaluation["benchmark_evaluations"] = episode.benchmark_evaluations
     record.finished_at = time.time()
     return record
+
+
+def _finite(record: TrialRecord) -> TrialRecord:
+    """The record, or (when a NaN or an infinity reached it, e.g. from an environment's info) an
+    errored copy with those numbers removed: every number written must read back as written."""
+    found = first_non_finite(record.model_dump())
+    if found is None:
+        return record
+    error = record.error or f"non-finite number at {found[0]} ({found[1]}); records hold finite numbers only"
+    for blank in (None, 0.0):  # None where the field allows it (info dicts), else 0.0 (typed floats)
+        data = record.model_dump()
+        while (found := first_non_finite(data)) is not None:
+            *parents, last = found[0].split(".")
+            holder: Any = data
+            for key in parents:
+                holder = holder[int(key) if isinstance(holder, list) else key]
+            holder[int(last) if isinstance(holder, list) else last] = blank
+        data.update(success=False, reward=0.0, f1=None, error=error)
+        try:
+            return TrialRecord.model_validate(data)
+        except ValueError:
+            continue
+    return TrialRecord(task_id=record.task_id, trial=record.trial, memory=record.memory,
+                       started_at=record.started_at, error=error)
 
 
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:

@@ -6,6 +6,7 @@ field by field; nothing downstream has to guess a dict's keys.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -209,3 +210,22 @@ class RunSpec(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)  # the benchmark's setting, e.g. docstore kind
     format_version: int = 1
     history: list[SpecChange] = Field(default_factory=list)  # changes since the run started, oldest first
+
+
+def first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """(where, value) of the first NaN or infinity in plain data (a model_dump()), else None.
+    JSON has no such numbers (pydantic writes them as null), so a record holding one would not
+    read back as it was written."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path or "(top)", value)
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = first_non_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None

@@ -8,6 +8,8 @@
     gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
     arithmetic.py       generated one-digit sums (small enough for RL on a CPU); arithmetic20: 0..19
     check.py            `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
+    math_judge.py       GSM8K's and arithmetic's judge: math-verify, with our Finish[...]
+    answers.py          `reinagent check-answers`: re-score outside answers with these judges
 
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.

@@ -6,4 +6,5 @@ and Gymnasium registration. The protocol is written down in docs/env-protocol.md
     served.py remote.py      a benchmark's envs on a server (--env-url); any server as `remote`
     check.py cli.py          `reinagent check-env`; the two verbs
     gym.py                   every benchmark as Gymnasium ids (reinagent/hotpotqa-v1, ...)
+    agentgym.py              AgentGym's protocol both ways (serve-env --protocol agentgym; --env-protocol)
 """

@@ -21,13 +21,16 @@ import click
               help="Accept requests with this Host name too (default: loopback names only, or any with a token).")
 @click.option("--max-timeout-s", type=float, default=60.0, show_default=True,
               help="The most a session may set as timeout_s; more gets 422.")
-def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token, allow_hosts, max_timeout_s) -> None:
+@click.option("--protocol", type=click.Choice(["reinagent", "agentgym"]), default="reinagent", show_default=True,
+              help="reinagent (docs/env-protocol.md) or agentgym (AgentGym's clients: /create -> int id, data_idx).")
+def serve_env(benchmark, split, host, port, max_sessions, idle_timeout_s, token, allow_hosts, max_timeout_s,
+              protocol) -> None:
     """Serve a benchmark's environments over HTTP (protocol: docs/env-protocol.md)."""
     from reinagent.service.server import serve
 
     sys.exit(serve(benchmark, split=split, host=host, port=port, max_sessions=max_sessions,
                    idle_timeout_s=idle_timeout_s, token=token, allow_hosts=tuple(allow_hosts),
-                   max_timeout_s=max_timeout_s))
+                   max_timeout_s=max_timeout_s, protocol=protocol))
 
 
 @click.command(name="check-env")

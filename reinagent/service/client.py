@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -182,11 +183,20 @@ class EnvClient:
             client.close()
 
 
+def finite_reward(value: Any) -> float:
+    """A step's reward as a float; NaN or an infinity (JSON `1e999` reads as one) is the server's
+    error: a record could not hold it (JSON has no such numbers) and no score can mean it."""
+    reward = float(value)
+    if not math.isfinite(reward):
+        raise EnvServiceError(f"env server answered a non-finite reward ({value!r}); rewards must be finite numbers")
+    return reward
+
+
 def _step_result(data: dict) -> StepResult:
     try:
         obs = data["observation"] if "observation" in data else data["state"]
         terminated = bool(data.get("terminated", data.get("done", False)))
-        return (str(obs), float(data.get("reward", 0.0)), terminated, bool(data.get("truncated", False)),
+        return (str(obs), finite_reward(data.get("reward", 0.0)), terminated, bool(data.get("truncated", False)),
                 dict(data.get("info") or {}))
     except (KeyError, TypeError, ValueError) as err:
         raise EnvServiceError(f"env server step answer is malformed ({type(err).__name__}: {err})") from None

@@ -7,6 +7,7 @@ per turn, the environment's text as the observation); success is the last step's
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, ClassVar
 
@@ -17,7 +18,7 @@ from reinagent.errors import ConfigError
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
 from reinagent.records import Evaluation, Message, Step, Trajectory
-from reinagent.service.client import EnvClient, EnvServiceError, HttpEnv
+from reinagent.service.client import TOKEN_ENV, EnvClient, EnvServiceError, HttpEnv
 from reinagent.service.served import server_facts
 
 DEFAULT_MAX_STEPS = 30
@@ -109,10 +110,19 @@ class RemoteBenchmark(Benchmark):
     def __init__(self) -> None:
         self.client: EnvClient | None = None
         self._served: str | None = None
+        self._agentgym: str | None = None  # an AgentGym server's URL (--env-protocol agentgym)
+        self._agentgym_tasks = 0
 
     def check_config(self, config) -> None:
         if not config.env_url:
             raise ConfigError("--benchmark remote needs --env-url URL (a server of docs/env-protocol.md)")
+        if config.env_protocol == "agentgym":
+            # AgentGym servers list no tasks: task i is data_idx i, for the first --num-envs of them
+            if not config.num_envs:
+                raise ConfigError("--env-protocol agentgym needs --num-envs N (tasks are data_idx 0 to N-1: "
+                                  "AgentGym servers do not list their tasks)")
+            self._agentgym, self._agentgym_tasks, self._served = config.env_url.rstrip("/"), config.num_envs, "agentgym"
+            return
         self.client = EnvClient(config.env_url)
         self._served = str(server_facts(self.client)["benchmark"])
 
@@ -122,6 +132,8 @@ class RemoteBenchmark(Benchmark):
         return self.client
 
     def load_tasks(self, split: str) -> list[Task]:
+        if self._agentgym:
+            return [Task(task_id=str(i)) for i in range(self._agentgym_tasks)]
         client = self._need_client()
         try:
             ids = client.request("GET", "/tasks")["tasks"]
@@ -132,6 +144,10 @@ class RemoteBenchmark(Benchmark):
         return [Task(task_id=str(t)) for t in ids]
 
     def make_env(self, task: Task, config) -> Env:
+        if self._agentgym:
+            from reinagent.service.agentgym import AgentGymEnv
+
+            return AgentGymEnv(self._agentgym, int(task.task_id), token=os.environ.get(TOKEN_ENV) or None)
         return HttpEnv(self._need_client(), task.task_id)
 
     def make_agent(self, name: str, config) -> Agent:
@@ -145,7 +161,8 @@ class RemoteBenchmark(Benchmark):
                           detail={"end_reason": trajectory.end_reason, "env_steps": trajectory.extra.get("env_steps", 0)})
 
     def settings(self) -> dict[str, Any]:
-        return {"env_url": self.client.url if self.client else None, "env_benchmark": self._served,
+        return {"env_url": self.client.url if self.client else self._agentgym, "env_benchmark": self._served,
+                "env_protocol": "agentgym" if self._agentgym else "reinagent",
                 "success": "info['success'] if sent, else reward >= 1"}
 
     async def aclose(self) -> None:

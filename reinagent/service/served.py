@@ -83,6 +83,9 @@ class ServedBenchmark(Benchmark):
 
 def served(bench: Benchmark, config) -> Benchmark:
     """The benchmark with its environments on `config.env_url` (unchanged when none is set)."""
+    if getattr(config, "env_protocol", "reinagent") != "reinagent" and bench.name != "remote":
+        raise ConfigError(f"--env-protocol {config.env_protocol} works with --benchmark remote only "
+                          f"(--benchmark {bench.name} --env-url needs a `reinagent serve-env` server)")
     if not config.env_url or bench.name == "remote":
         return bench
     wrapped = ServedBenchmark(bench, config.env_url)

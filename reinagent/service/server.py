@@ -245,7 +245,7 @@ def url_of(host: str, port: int) -> str:
 
 def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", port: int = 8000,
           max_sessions: int = 64, idle_timeout_s: float = 600.0, token: str | None = None,
-          allow_hosts: tuple[str, ...] = (), max_timeout_s: float = 60.0) -> int:
+          allow_hosts: tuple[str, ...] = (), max_timeout_s: float = 60.0, protocol: str = "reinagent") -> int:
     """Serve until SIGTERM/SIGINT; every session is closed on the way out. Returns the exit code."""
     import uvicorn
 
@@ -262,8 +262,13 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
     table = SessionTable(bench, base_config(bench, split, max_sessions), max_sessions, idle_timeout_s,
                          max_timeout_s=max_timeout_s)
     sock = _bind(host, port)
-    app = create_app(table, token=token, executor_threads=max(8, min(max_sessions, 64)) + 4,
-                     allow_hosts=allow_hosts)
+    if protocol == "agentgym":  # AgentGym's clients: int ids, data_idx (reinagent/service/agentgym.py)
+        from reinagent.service import agentgym
+
+        app = agentgym.create_app(table, token=token, allow_hosts=allow_hosts)
+    else:
+        app = create_app(table, token=token, executor_threads=max(8, min(max_sessions, 64)) + 4,
+                         allow_hosts=allow_hosts)
     # Clients drop idle pooled connections after 5 s (see client.py): the server keeps them longer,
     # so a client never sends on a connection the server is closing.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
@@ -277,7 +282,8 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    print(f"serving {bench.name} on {url_of(host, sock.getsockname()[1])}", flush=True)
+    shown = "" if protocol == "reinagent" else f" ({protocol} protocol)"
+    print(f"serving {bench.name}{shown} on {url_of(host, sock.getsockname()[1])}", flush=True)
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(server.serve(sockets=[sock]))
