@@ -134,6 +134,11 @@ class SessionTable:
             return self.config
         if "agent" in options and options["agent"] not in self.bench.agents:
             raise Invalid(f"unknown agent {short(options['agent'])} for {self.bench.name}; valid: {choices(self.bench.agents)}")
+        raw = options.get("timeout_s")
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool) and raw > self.max_timeout_s:
+            # before RunConfig's own bound (a day): the server's limit is the one to name
+            raise Invalid(f"option timeout_s: at most {self.max_timeout_s:g} s on this server "
+                          f"(serve-env --max-timeout-s), got {short(raw)}")
         try:
             config = RunConfig(**{**self.config.model_dump(), **options})
         except ValidationError as err:
