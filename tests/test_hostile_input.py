@@ -108,6 +108,19 @@ def test_a_model_server_replying_half_an_emoji_is_recorded_cached_and_resumed(tm
         assert server.count == paid + 2  # the second shared run paid; the third was all hits
 
 
+def test_an_environment_server_answering_half_an_emoji_gives_valid_text():
+    import httpx
+
+    from reinagent.service.client import EnvClient
+
+    body = b'{"observation": "Result: \\ud83d", "reward": 0.0, "terminated": false, "truncated": false, "info": {}}'
+    client = EnvClient("http://env.test", retry_s=0,
+                       transport=httpx.MockTransport(lambda request: httpx.Response(200, content=body)))
+    answer = client.request("POST", "/step", {"action": "x"})
+    assert answer["observation"] == "Result: \ufffd"
+    client.close()
+
+
 # --- 1. code the parser chokes on is a failed attempt ----------------------------------------
 
 @pytest.mark.parametrize("code", ["x = " + "-" * 100_000 + "1\n", "x = " + "1+" * 100_000 + "1\n",
@@ -160,6 +173,9 @@ def test_colliding_tuples_are_refused_and_honest_values_kept():
     few = [1 + k * P for k in range(MAX_SHARED_HASH)]
     assert rebuild(parse_reply(_ints("S", few)), _misuse) == set(few)
     assert rebuild(parse_reply(_ints("l", range(100_000))), _misuse) == list(range(100_000))
+    assert rebuild(parse_reply(_ints("l", [-1, -2] * 1000)), _misuse) == [-1, -2] * 1000  # hash(-1) == -2
+    pairs = ["l", [["t", [["i", "0"], ["f", (0.5).hex()]]]] * 1000]
+    assert rebuild(pairs, _misuse) == [(0, 0.5)] * 1000
 
 
 def test_a_judged_program_returning_colliding_ints_fails_without_stalling(sandbox):
