@@ -62,5 +62,5 @@ async def run_episode(
 
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
     text = redact(traceback.format_exc())
-    with open(run_dir / "errors.log", "a", encoding="utf-8") as fh:
+    with open(run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:  # any str
         fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")

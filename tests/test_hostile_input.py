@@ -61,6 +61,16 @@ def test_records_with_a_lone_surrogate_are_written_and_read_back():
     assert back.trajectory.steps[0].output == "\ufffd"
 
 
+def test_errors_log_takes_any_str(tmp_path):
+    from reinagent.episode import _log_traceback
+
+    try:
+        raise ValueError("\ud800")
+    except ValueError:
+        _log_traceback(tmp_path, "t", 1)  # UnicodeEncodeError inside the episode's error path before
+    assert "ValueError: \\ud800" in (tmp_path / "errors.log").read_text(encoding="utf-8")
+
+
 def test_a_program_raising_a_lone_surrogate_gives_a_writable_result(sandbox):
     result = sandbox.run(ExecJob(code="def f():\n    raise ValueError('\\ud800')\n", tests=["f()"], timeout_s=OK_TIMEOUT))
     assert not result.passed and result.reason == "failed", result
