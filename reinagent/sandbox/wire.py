@@ -153,8 +153,9 @@ def rebuild(node: Any, on_misuse, depth: int = 0) -> Any:
     if type(body) is not list:
         raise NotPlain("malformed reply")
     items = [rebuild(item, on_misuse, depth + 1) for item in body]
-    # a tuple's tuples are checked by the nearest list or set around it, once
-    _refuse_collisions(items[::2] if tag == "d" else items, tuples=tag != "t")
+    # A tuple's tuples are checked by the nearest list or set around it (hashing them at every
+    # tuple level would cost depth x size), and in the result itself: a test's `set(f())`.
+    _refuse_collisions(items[::2] if tag == "d" else items, tuples=tag != "t" or depth == 0)
     try:
         if tag == "l":
             return items
