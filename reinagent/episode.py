@@ -91,5 +91,5 @@ def _finite(record: TrialRecord) -> TrialRecord:
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
     text = redact(traceback.format_exc())
     run_dir.mkdir(parents=True, exist_ok=True)  # a database run's local folder exists only for this
-    with open(run_dir / "errors.log", "a", encoding="utf-8") as fh:
+    with open(run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:  # any str
         fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")

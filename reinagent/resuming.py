@@ -198,7 +198,7 @@ async def reflect_on(exp, task, rec: TrialRecord) -> TrialRecord:
     except Exception as err:  # noqa: BLE001 - as in run_episode: an error of this (task, trial)
         amended.error = redact(f"{type(err).__name__}: {err}")
         exp.store.run_dir.mkdir(parents=True, exist_ok=True)  # a database run's folder: made on demand
-        with open(exp.store.run_dir / "errors.log", "a", encoding="utf-8") as fh:
+        with open(exp.store.run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(f"--- {task.task_id} trial {rec.trial} (reflection) at {time.ctime()}\n"
                      f"{redact(traceback.format_exc())}\n")
     return amended

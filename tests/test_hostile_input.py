@@ -61,6 +61,16 @@ def test_records_with_a_lone_surrogate_are_written_and_read_back():
     assert back.trajectory.steps[0].output == "\ufffd"
 
 
+def test_errors_log_takes_any_str(tmp_path):
+    from reinagent.episode import _log_traceback
+
+    try:
+        raise ValueError("\ud800")
+    except ValueError:
+        _log_traceback(tmp_path, "t", 1)  # UnicodeEncodeError inside the episode's error path before
+    assert "ValueError: \\ud800" in (tmp_path / "errors.log").read_text(encoding="utf-8")
+
+
 def test_a_program_raising_a_lone_surrogate_gives_a_writable_result(sandbox):
     result = sandbox.run(ExecJob(code="def f():\n    raise ValueError('\\ud800')\n", tests=["f()"], timeout_s=OK_TIMEOUT))
     assert not result.passed and result.reason == "failed", result
@@ -106,6 +116,19 @@ def test_a_model_server_replying_half_an_emoji_is_recorded_cached_and_resumed(tm
         assert len(load_run(other)[1]) == 2
         run(num_trials=1, run_dir=str(tmp_path / "third"), cache_scope="shared", **settings)
         assert server.count == paid + 2  # the second shared run paid; the third was all hits
+
+
+def test_an_environment_server_answering_half_an_emoji_gives_valid_text():
+    import httpx
+
+    from reinagent.service.client import EnvClient
+
+    body = b'{"observation": "Result: \\ud83d", "reward": 0.0, "terminated": false, "truncated": false, "info": {}}'
+    client = EnvClient("http://env.test", retry_s=0,
+                       transport=httpx.MockTransport(lambda request: httpx.Response(200, content=body)))
+    answer = client.request("POST", "/step", {"action": "x"})
+    assert answer["observation"] == "Result: \ufffd"
+    client.close()
 
 
 # --- 1. code the parser chokes on is a failed attempt ----------------------------------------
@@ -155,11 +178,16 @@ def test_colliding_tuples_are_refused_and_honest_values_kept():
     tuples = ["l", [["t", [["i", format(1 + k * P, "x")], ["i", "2"]]] for k in range(MAX_SHARED_HASH + 1)]]
     with pytest.raises(NotPlain):
         rebuild(tuples, _misuse)
+    with pytest.raises(NotPlain):  # MBPP/2's test: set(similar_elements(...)) of a returned tuple
+        rebuild(["t", tuples[1]], _misuse)
     # Repeats of one value share a hash honestly; a few colliding values are no attack.
     assert rebuild(parse_reply(_ints("l", [2 ** 100] * 10_000)), _misuse) == [2 ** 100] * 10_000
     few = [1 + k * P for k in range(MAX_SHARED_HASH)]
     assert rebuild(parse_reply(_ints("S", few)), _misuse) == set(few)
     assert rebuild(parse_reply(_ints("l", range(100_000))), _misuse) == list(range(100_000))
+    assert rebuild(parse_reply(_ints("l", [-1, -2] * 1000)), _misuse) == [-1, -2] * 1000  # hash(-1) == -2
+    pairs = ["l", [["t", [["i", "0"], ["f", (0.5).hex()]]]] * 1000]
+    assert rebuild(pairs, _misuse) == [(0, 0.5)] * 1000
 
 
 def test_a_judged_program_returning_colliding_ints_fails_without_stalling(sandbox):

@@ -144,10 +144,10 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
                 "limits": rlimits(limits, timeout_s, launch.extra_nproc, cgroup=group is not None)}
         if mode is not Mode.BWRAP:  # bwrap has --die-with-parent; elsewhere the harness prctl()s
             spec["parent_pid"] = os.getpid()
-        started_r, started_w = os.pipe()
-        os.set_blocking(started_r, False)
-        spec["started_fd"] = started_w
         with tempfile.TemporaryFile() as out:
+            started_r, started_w = os.pipe()
+            os.set_blocking(started_r, False)
+            spec["started_fd"] = started_w
             try:
                 proc = subprocess.Popen(
                     group.wrap(launch.argv) if group is not None else launch.argv,

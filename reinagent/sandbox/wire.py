@@ -28,7 +28,6 @@ MAX_REPLY_BYTES = 16 << 20  # a result larger than this fails the call
 # `set(f())` is the same call. Honest values never come near: str and bytes hashes are salted
 # per process, and only crafted ints, floats, complexes and tuples collide at all.
 MAX_SHARED_HASH = 32
-_HASHED = (int, float, complex, tuple, frozenset)  # bool and None: two values each
 
 PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
 PLAIN_CONTAINERS = (list, tuple, set, frozenset, dict)
@@ -154,10 +153,9 @@ def rebuild(node: Any, on_misuse, depth: int = 0) -> Any:
     if type(body) is not list:
         raise NotPlain("malformed reply")
     items = [rebuild(item, on_misuse, depth + 1) for item in body]
-    if tag == "d":
-        _refuse_collisions(items[::2], body[::2], tuples=True)
-    else:  # a tuple's tuples are checked by the nearest list or set around it, once
-        _refuse_collisions(items, body, tuples=tag != "t")
+    # A tuple's tuples are checked by the nearest list or set around it (hashing them at every
+    # tuple level would cost depth x size), and in the result itself: a test's `set(f())`.
+    _refuse_collisions(items[::2] if tag == "d" else items, tuples=tag != "t" or depth == 0)
     try:
         if tag == "l":
             return items
@@ -174,27 +172,40 @@ def rebuild(node: Any, on_misuse, depth: int = 0) -> Any:
     raise NotPlain("malformed reply")
 
 
-def _refuse_collisions(items: list, nodes: list, *, tuples: bool) -> None:
+def _refuse_collisions(items: list, *, tuples: bool) -> None:
     """NotPlain when more than MAX_SHARED_HASH distinct items share one hash (see above). Linear:
-    hashes are counted first, and only an oversized group is told apart by its wire form (equal
-    values, a list of one repeated number, share a hash honestly and a wire form too)."""
+    hashes are counted first, and only an oversized group is told apart, against at most
+    MAX_SHARED_HASH values kept aside (equal values, a list of one repeated number, share a hash
+    honestly)."""
     if len(items) <= MAX_SHARED_HASH:
         return
-    # One pass of hashes (None: not hashed), counted; the indices are only needed for an attack.
-    hashes = [hash(item) if type(item) in _HASHED and (type(item) is not tuple or (tuples and _hashable(item)))
-              else None for item in items]
+    hashes = [_hash_of(item, tuples) for item in items]
     counts = Counter(hashes)
     counts.pop(None, None)
-    crowded: dict[int, set[str]] = {h: set() for h, n in counts.items() if n > MAX_SHARED_HASH}
+    crowded: dict[int, list] = {h: [] for h, n in counts.items() if n > MAX_SHARED_HASH}
     if not crowded:
         return
-    for i, h in enumerate(hashes):
-        forms = crowded.get(h) if h is not None else None
-        if forms is None:
+    for item, h in zip(items, hashes):
+        seen = crowded.get(h) if h is not None else None
+        if seen is None or item in seen:  # == against at most MAX_SHARED_HASH kept values
             continue
-        forms.add(json.dumps(nodes[i], separators=(",", ":")))
-        if len(forms) > MAX_SHARED_HASH:
+        seen.append(item)
+        if len(seen) > MAX_SHARED_HASH:
             raise NotPlain(f"over {MAX_SHARED_HASH} distinct values sharing one hash (a hash-collision attack)")
+
+
+_MODULUS = (1 << 61) - 1  # hash(n) == n for ints below it (but -1): distinct ones never collide
+
+
+def _hash_of(item: Any, tuples: bool) -> int | None:
+    """The hash that counts towards a collision group, or None (not hashed: a small int, whose
+    hash no other int shares; a str, salted; a tuple left to the nearest list or set)."""
+    kind = type(item)
+    if kind is int:
+        return None if -_MODULUS < item < _MODULUS else hash(item)
+    if kind is float or kind is complex or kind is frozenset or (kind is tuple and tuples and _hashable(item)):
+        return hash(item)
+    return None
 
 
 def _hashable(value: tuple) -> bool:
