@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reinagent.records import TrialRecord
+from reinagent.terminal import plain
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -77,5 +78,5 @@ def outcome_of(run_dir: str | Path) -> Outcome:
 
 
 def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
+    text = " ".join(plain(text).split())  # a program's error text must not drive the terminal
     return text if len(text) <= limit else text[: limit - 3] + "..."
