@@ -17,6 +17,7 @@ imported on use. docs/architecture.md draws how the parts below meet.
     cli.py errors.py           the console script; errors that become one line, not a traceback
     paths.py provenance.py redact.py   data and cache folders; run provenance; keys kept out of logs
     text.py                    outside text made valid Unicode (lone surrogates) where it enters
+    terminal.py                untrusted text without escape sequences, for the terminal
     agents/ benchmarks/ rollouts/ executors/ llm/ sandbox/ programming/   the parts of an episode
     stores/ report/ browse/ viewer/   where runs live and how they are read
     service/                   environments as HTTP services

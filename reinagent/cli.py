@@ -259,7 +259,9 @@ def main() -> None:
         err.show()
         sys.exit(err.exit_code)
     except ReinagentError as err:
-        click.echo(f"error: {err}", err=True)
+        from reinagent.terminal import plain
+
+        click.echo(f"error: {plain(str(err))}", err=True)  # it may quote a run's (untrusted) text
         sys.exit(2)
     except Exception as err:  # noqa: BLE001 - a bug: one line, the traceback only on request
         if os.environ.get("REINAGENT_DEBUG"):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reinagent.records import TrialRecord
+from reinagent.terminal import plain
 
 # The records come from the caller (cli.py reads them with runner.load_run): the runner imports
 # this module, so this module never imports the runner.
@@ -73,5 +74,5 @@ class Outcome:
 
 
 def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
+    text = " ".join(plain(text).split())  # a program's error text must not drive the terminal
     return text if len(text) <= limit else text[: limit - 3] + "..."

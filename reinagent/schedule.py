@@ -254,6 +254,9 @@ def _bar(progress: bool, total: int, desc: str):
 
 
 def _emit(line: str, bar=None) -> None:
+    from reinagent.terminal import plain
+
+    line = plain(line)  # error kinds come from programs' and models' text
     if bar is not None:  # above the live bar, not through it
         bar.write(line, file=sys.stderr)
         sys.stderr.flush()

@@ -5,7 +5,6 @@ ends the server whatever runs, and the Host / Content-Type checks stop DNS rebin
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 from pathlib import Path

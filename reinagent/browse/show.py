@@ -14,6 +14,7 @@ from reinagent.errors import ReinagentError, choices
 from reinagent.records import TrialRecord
 from reinagent.report.loading import LoadedRun
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, step_lines, task_prompt, task_question
+from reinagent.terminal import plain
 
 MAX_CANDIDATES = 8
 MAX_PROMPT_CHARS = 4000  # a HotpotQA context is long; the question line is what a reader scans for
@@ -72,19 +73,20 @@ def resolve_task(run: LoadedRun, key: str) -> str:
 def render_task_list(run: LoadedRun) -> str:
     lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {run.run_dir} N`)"]
     for row in task_rows(run):
-        lines.append(f"{row.number:>4}  {row.verdict:<28} {row.question or row.task_id}")
+        lines.append(f"{row.number:>4}  {row.verdict:<28} {plain(row.question or row.task_id)}")
     return "\n".join(lines)
 
 
 def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: bool = True) -> str:
-    """The task, then per trial: reflections in the prompt, steps, outcome, reflection written."""
+    """The task, then per trial: reflections in the prompt, steps, outcome, reflection written.
+    Every piece of a record passes through `plain`: a program or model must not drive the terminal."""
     def style(text: str, **kw) -> str:
         return click.style(text, **kw) if color else text
 
     records = run.records_of(task_id)
     number = list(run.spec.task_ids).index(task_id) + 1
     cfg = run.spec.config
-    lines = [style(f"task {number}/{len(run.spec.task_ids)}: {task_id}", bold=True),
+    lines = [style(f"task {number}/{len(run.spec.task_ids)}: {plain(task_id)}", bold=True),
              f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
              f"rollout {cfg.get('rollout') or 'react'}, "
              f"model {cfg.get('model')})", verdict(records), ""]
@@ -94,30 +96,30 @@ def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: b
         trials = [r.trial for r in records]
         if trial not in trials:
             raise ReinagentError(f"--trial {trial}: task {task_id} has trial(s) {choices(trials)}")
-    prompt = task_prompt(records[0])
+    prompt = plain(task_prompt(records[0]))
     if len(prompt) > MAX_PROMPT_CHARS:
         prompt = prompt[:MAX_PROMPT_CHARS] + f"\n... ({len(prompt)} chars; the question is below)"
     lines += [style("prompt", bold=True), prompt, ""]
-    question = task_question(records[0], limit=10_000)
+    question = plain(task_question(records[0], limit=10_000))
     if question and question not in prompt[:MAX_PROMPT_CHARS]:
         lines += [style("question: ", bold=True) + question, ""]
     gold = gold_of(records[0])
     if gold is not None:
-        lines += [style("gold answer: ", bold=True) + gold, ""]
+        lines += [style("gold answer: ", bold=True) + plain(gold), ""]
     for rec in records:
         if trial is not None and rec.trial != trial:
             continue
         colour = "yellow" if rec.error else ("green" if rec.success else "red")
-        lines.append(style(f"=== trial {rec.trial}: ", bold=True) + style(outcome(rec), fg=colour))
+        lines.append(style(f"=== trial {rec.trial}: ", bold=True) + style(plain(outcome(rec)), fg=colour))
         if rec.memory:
             lines.append(style("  memory (reflections in this trial's prompt):", fg="magenta"))
-            lines += [f"    - {m}" for m in rec.memory]
-        lines += ["  " + line.replace("\n", "\n  ") for line in step_lines(rec)]
+            lines += [f"    - {plain(m)}" for m in rec.memory]
+        lines += ["  " + plain(line).replace("\n", "\n  ") for line in step_lines(rec)]
         if rec.answer is not None and "\n" not in rec.answer.strip():
-            lines.append(f"  answer: {rec.answer}")
+            lines.append(f"  answer: {plain(rec.answer)}")
         if evaluation_note(rec):
-            lines.append(f"  evaluation: {evaluation_note(rec)}")
+            lines.append(f"  evaluation: {plain(evaluation_note(rec))}")
         if rec.reflection:
-            lines.append(style("  reflection written after this trial: ", fg="magenta") + rec.reflection)
+            lines.append(style("  reflection written after this trial: ", fg="magenta") + plain(rec.reflection))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -66,6 +66,10 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
         parts = [report_markdown(summaries)] if summaries else []
         parts += [training_markdown(training)] if training else []
         text = "\n".join(p.rstrip("\n") + "\n" for p in parts)
+    if fmt != "json":  # JSON escapes control characters itself
+        from reinagent.terminal import plain
+
+        text = plain(text)  # run text must not drive a terminal (stdout, or `cat` of the file)
     if output:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(text, encoding="utf-8")

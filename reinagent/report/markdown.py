@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reinagent.terminal import plain
+
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
@@ -83,5 +85,11 @@ def table_markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
+# Cells hold error messages and answers that a program or model wrote: as text, never as markup
+# (a raw <script> in a rendered report, a [link](...) that was never ours, or a terminal escape)
+# (`<` alone opens a tag or a comment: our own cells say "3 -> 11/12" and keep their `>`)
+_MARKUP = str.maketrans({"<": "&lt;", "|": "\\|", "\n": " ", "`": "\\`", "\\": "\\\\"})
+
+
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return plain(text).translate(_MARKUP).replace("](", "]\\(")  # [text](url): no link, brackets as they were

@@ -141,7 +141,8 @@ class Guard:
             if hmac.compare_digest(given.encode(), token):
                 # HttpOnly: page scripts never read it; SameSite=Strict: other sites' pages never send it
                 return {"set-cookie": f"{name}={self.settings.token}; HttpOnly; SameSite=Strict; Path=/"}
-        raise Refused(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+        hint = " (open the URL the server printed, with its ?token=)" if name else ""
+        raise Refused(401, f"missing or wrong bearer token{hint}", {"WWW-Authenticate": "Bearer"})
 
     def _check_json(self, headers: dict[str, str]) -> None:
         kind = headers.get("content-type", "").split(";", 1)[0].strip().lower()

@@ -99,7 +99,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         except Exception as err:  # noqa: BLE001 - any failure of the environment's own code
             with contextlib.suppress(Exception):
                 await table.close(session.id)
-            raise HttpError(500, redact(f"the environment failed on {what}: {type(err).__name__}: {err} "
+            raise HttpError(500, redact(f"the environment failed on {what}: {type(err).__name__}: {str(err)[:300]} "
                                         f"(session {session.id} closed)")) from None
 
     # Resets of blocking envs (an ALFWorld reset spawns a worker and loads a game: seconds of CPU)
@@ -297,6 +297,10 @@ def _exit_if_threads_linger() -> None:
     """A step still running in a thread (a sandboxed program looping until its timeout) would keep
     the process alive after SIGTERM, since Python joins executor threads at exit: end it now. Its
     sandboxed children die with it (bubblewrap's --die-with-parent, the harness's PDEATHSIG)."""
+    deadline = time.monotonic() + SHUTDOWN_S  # idle executor threads end at once: wait for those
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.stdout.flush()
         sys.stderr.flush()

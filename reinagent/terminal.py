@@ -1,0 +1,31 @@
+"""Untrusted text (a program's output, a model's reply, an environment's observation) made safe to
+print on a terminal.
+
+A program or model can put escape sequences into its text: OSC (`ESC ] 0 ; title BEL`) retitles
+the terminal or writes the clipboard, CSI moves the cursor or clears the screen, and bidi controls
+reorder what a reader sees. `plain` removes every such sequence and every control character but
+newline and tab; what remains is printable text, shown as it was meant.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ESC-introduced sequences: OSC/DCS/SOS/PM/APC strings up to BEL or ST, CSI with its parameters,
+# and two-character escapes; then their 8-bit (C1) forms
+_SEQUENCES = re.compile(
+    r"\x1b[\]PX^_][^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|$)"  # OSC, DCS, SOS, PM, APC to BEL/ST (or the line's end)
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI
+    r"|\x1b[ -/]*[0-~]?"  # other escapes (charset, keypad, ...)
+    r"|[\x90\x9d\x98\x9e\x9f][^\n]*?(?:\x07|\x9c|(?=\n)|$)"  # 8-bit DCS, OSC, SOS, PM, APC
+    r"|\x9b[0-?]*[ -/]*[@-~]?",  # 8-bit CSI
+)
+# what is left of C0/C1 (but newline and tab), DEL, and the bidi overrides and isolates
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(text: str) -> str:
+    """`text` without escape sequences or control characters (newline and tab kept)."""
+    if text.isprintable():  # the common case costs one scan
+        return text
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
