@@ -277,3 +277,30 @@ def test_eval_baseline_pairs_the_same_tasks(tmp_path):
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match="not a file written by `rl eval --save`"):
         load_eval(tmp_path / "bad.json")
+
+
+def test_dynamic_sampling_replaces_groups_without_signal(tiny, tmp_path, monkeypatch):
+    """DAPO's dynamic sampling: flat groups give way to fresh tasks' groups; the batch keeps its
+    shape (G episodes in each of its groups) and a group with signal is kept."""
+    from reinagent.rl import rollout as rollout_module
+
+    model, tokenizer = tiny
+    agent = _agent(model, tokenizer, tmp_path, "reinagent")
+    pool = agent.bench.load_tasks("train")[:8]
+    lucky = {t.task_id for t in pool[2:]}  # only these tasks have reward variance
+    real_play = rollout_module.TokenRollout._play
+
+    def play(self, ep, ids, logps, task, envs):
+        real_play(self, ep, ids, logps, task, envs)
+        ep.reward = float(ep.sample == 0 and ep.task_id in lucky)
+
+    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)
+    rollout = agent.token_rollout()
+    batch = [pool[2], pool[0], pool[1]]  # groups 1 and 2 are flat
+    episodes, replaced = rollout.run_with_signal(model, batch, pool, samples=2, temperature=1.0, rounds=2)
+    assert replaced == 2 and len(episodes) == 6
+    assert [(e.group, e.sample) for e in episodes] == [(g, k) for g in range(3) for k in range(2)]
+    assert episodes[0].task_id == episodes[1].task_id == pool[2].task_id  # group 0 had signal: kept
+    assert all(e.task_id in lucky for e in episodes)
+    same, none = rollout.run_with_signal(model, pool[:2], pool[:2], samples=2, temperature=1.0, rounds=2)
+    assert none == 0 and [e.task_id for e in same] == [pool[0].task_id] * 2 + [pool[1].task_id] * 2  # no fresh task
