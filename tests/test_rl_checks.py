@@ -226,3 +226,81 @@ def test_torch_threads_follow_config_then_env_then_idle_cores(monkeypatch):
     assert torch_threads(None) == 1  # a machine busy with others' work: one thread, no barrier stalls
     monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
     assert torch_threads(None) == available_cores()
+
+
+def test_report_of_training_rollouts_counts_steps_calls_and_tokens(tiny, tmp_path):
+    """`reinagent report OUTPUT_DIR/rollouts`: trial = step, the planned steps are the trials, the
+    status says whether every step ran, token rollouts count as calls with their tokens, and the
+    cumulative columns (which do not apply: each step samples its own tasks) show "-"."""
+    from reinagent.report.markdown import run_markdown
+    from reinagent.report.summary import summarize
+    from reinagent.rl.loop import RolloutLog, run_settings
+
+    model, tokenizer = tiny
+    agent = _agent(model, tokenizer, tmp_path, "reinagent", max_turns=2)
+    rollout = agent.token_rollout()
+    tasks = agent.bench.load_tasks("train")[:2]
+    settings = run_settings(agent.config, "grpo", 3, 1e-3, 2)
+    log = RolloutLog(tmp_path / "rollouts", agent.run_config, tasks, settings)
+    episodes = []
+    for step in (1, 2):
+        batch = rollout.run(model, tasks, samples=2, temperature=1.0, seed=step)
+        log.add(step, batch)
+        episodes += batch
+    log.close()
+    s = summarize(tmp_path / "rollouts")
+    assert (s["num_trials"], s["status"], s["training_steps"]) == (3, "partial", 3)
+    assert [t["attempted"] for t in s["trials"]] == [4, 4, 0]
+    assert s["usage"]["calls"] == sum(e.turns for e in episodes) > 0
+    assert s["usage"]["completion_tokens"] == sum(e.generated_tokens for e in episodes)
+    assert s["usage"]["prompt_tokens"] >= sum(len(e.prompt_ids) for e in episodes)
+    text = run_markdown(s)
+    assert "RL training rollouts over 2 tasks, 3 steps (trial = step), status **partial**" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 1 |"))
+    assert row.split("|")[4].strip() == "-" and row.split("|")[5].strip() == "-", row
+
+
+def test_eval_baseline_pairs_the_same_tasks(tmp_path):
+    from reinagent.rl.agent import EvalResult
+    from reinagent.rl.compare import compare_lines, load_eval, save_eval
+
+    ids = tuple(f"t{i}" for i in range(10))
+    base = EvalResult("test", 10, 0.3, 0.3, 0.1, 0.6, weights="base", task_ids=ids, solved=ids[:3])
+    save_eval(base, tmp_path / "base.json")
+    after = EvalResult("test", 10, 0.6, 0.6, 0.3, 0.8, weights="trained", task_ids=ids, solved=ids[1:7])
+    lines = compare_lines(load_eval(tmp_path / "base.json"), after)
+    assert lines[0] == "against base: 4 tasks gained, 1 lost, 2 solved by both"
+    assert lines[1] == "held-out success: 30.0% -> 60.0% on 10 tasks, McNemar p = 0.375"  # 2 * P(X <= 1), X ~ B(5, 1/2)
+    other = EvalResult("test", 2, 0.0, 0.0, 0.0, 1.0, task_ids=ids[:2])
+    with pytest.raises(ConfigError, match="other tasks"):
+        compare_lines(load_eval(tmp_path / "base.json"), other)
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a file written by `rl eval --save`"):
+        load_eval(tmp_path / "bad.json")
+
+
+def test_dynamic_sampling_replaces_groups_without_signal(tiny, tmp_path, monkeypatch):
+    """DAPO's dynamic sampling: flat groups give way to fresh tasks' groups; the batch keeps its
+    shape (G episodes in each of its groups) and a group with signal is kept."""
+    from reinagent.rl import rollout as rollout_module
+
+    model, tokenizer = tiny
+    agent = _agent(model, tokenizer, tmp_path, "reinagent")
+    pool = agent.bench.load_tasks("train")[:8]
+    lucky = {t.task_id for t in pool[2:]}  # only these tasks have reward variance
+    real_play = rollout_module.TokenRollout._play
+
+    def play(self, ep, ids, logps, task, envs):
+        real_play(self, ep, ids, logps, task, envs)
+        ep.reward = float(ep.sample == 0 and ep.task_id in lucky)
+
+    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)
+    rollout = agent.token_rollout()
+    batch = [pool[2], pool[0], pool[1]]  # groups 1 and 2 are flat
+    episodes, replaced = rollout.run_with_signal(model, batch, pool, samples=2, temperature=1.0, rounds=2)
+    assert replaced == 2 and len(episodes) == 6
+    assert [(e.group, e.sample) for e in episodes] == [(g, k) for g in range(3) for k in range(2)]
+    assert episodes[0].task_id == episodes[1].task_id == pool[2].task_id  # group 0 had signal: kept
+    assert all(e.task_id in lucky for e in episodes)
+    same, none = rollout.run_with_signal(model, pool[:2], pool[:2], samples=2, temperature=1.0, rounds=2)
+    assert none == 0 and [e.task_id for e in same] == [pool[0].task_id] * 2 + [pool[1].task_id] * 2  # no fresh task

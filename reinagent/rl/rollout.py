@@ -180,12 +180,14 @@ class TokenRollout:
             used |= {t.task_id for t in picks}
             redo = self.run(model, picks, samples=samples, temperature=temperature, version=version,
                             seed=seed * 1_000 + attempt)
-            for g, pick in zip(flat, range(len(picks))):
+            fresh_groups: dict[int, list[TokenEpisode]] = {}
+            for e in redo:
+                fresh_groups.setdefault(e.group, []).append(e)
+            for g, pick in zip(flat, range(len(picks))):  # the flat group g gives way to picks[pick]
                 episodes = [e for e in episodes if e.group != g]
-                for e in redo:
-                    if e.group == pick:
-                        e.group = g
-                        episodes.append(e)
+                for e in fresh_groups[pick]:
+                    e.group = g
+                    episodes.append(e)
             replaced += len(picks)
         episodes.sort(key=lambda e: (e.group, e.sample))
         return episodes, replaced
