@@ -131,7 +131,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("reinagent.llm",)),
     ("untrusted", ("reinagent.sandbox", "reinagent.programming")),
     ("base", ("reinagent.records", "reinagent.config", "reinagent.task", "reinagent.env", "reinagent.errors",
-              "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names", "reinagent.text",
+              "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names", "reinagent.text", "reinagent.terminal",
               "reinagent.strategy")),  # strategy.py: an enum config.py validates against; imports nothing
 ]
 
