@@ -136,7 +136,7 @@ def test_scripted_run_via_cli_reports_accuracy(tmp_path, script):
     by = {(r.task_id, r.trial): r for r in records}
     assert set(by) == {("test/0", 1), ("test/1", 1), ("test/1", 2), ("test/2", 1), ("test/2", 2)}
     assert by["test/0", 1].success and by["test/0", 1].answer == "$18.00"
-    assert by["test/0", 1].evaluation == {"gold": "18", "predicted": "18"}
+    assert by["test/0", 1].evaluation == {"gold": "18", "predicted": "18", "benchmark_evaluations": 1}
     assert not by["test/1", 1].success and by["test/1", 1].reflection == "I forgot the white fiber; add it next time."
     assert by["test/1", 2].success and by["test/1", 2].memory == [by["test/1", 1].reflection]
     # a reply without a number is an observation, and an unanswered episode is wrong

@@ -45,6 +45,7 @@ def test_solves_on_turn_two_from_the_feedback_and_first_attempt(tmp_path, script
     assert rec.reward == pytest.approx(0.9)  # 1.0 * 0.9 ** (2 - 1)
     assert rec.evaluation["raw_reward"] == 1.0 and rec.evaluation["discounted_reward"] == pytest.approx(0.9)
     assert rec.evaluation["turns"] == 2 and rec.evaluation["gold"] == "3"
+    assert rec.evaluation["benchmark_evaluations"] == 2  # the judge ran once per turn
     traj = rec.trajectory
     assert traj.rollout == "multi-turn" and len(traj.calls) == 2
     # each turn's answer and the feedback are in the trajectory

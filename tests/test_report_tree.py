@@ -147,7 +147,8 @@ def test_per_rollout_table_numbers(tmp_path):
     assert header[3] == "benchmark judge runs (per episode)"
     assert rows[0] == ["mcts", "2", "1/3 33.3% [6.1, 79.2]", "7 (3.5)", "3", "12 (4.0)", "7.0", "770"]
     # react: actor 10 x 110 + reflector 5 x 70 tokens over 3 solved tasks; nodes are steps
-    assert rows[1] == ["react", "1", "3/5 60.0% [23.1, 88.2]", "-", "10", "10 (1.0)", "5.0", "483"]
+    # react records from before the count was kept: a react episode has always judged once
+    assert rows[1] == ["react", "1", "3/5 60.0% [23.1, 88.2]", "10 (1.0)", "10", "10 (1.0)", "5.0", "483"]
     md = report_markdown(summaries)
     assert "## By rollout" in md and "| mcts | 2 | 1/3 33.3% [6.1, 79.2] | 7 (3.5) | 3 | 12 (4.0) | 7.0 | 770 |" in md
     assert md.count("### Rollout") == 3

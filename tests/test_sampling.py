@@ -145,6 +145,31 @@ def test_openai_names_are_counted_with_tiktoken_when_it_is_there():
     assert openai_prompt_tokens("no-such-model-xyz", messages) is None
 
 
+def test_the_local_engine_counts_a_prompt_as_it_encodes_it_even_before_its_first_call():
+    """Before any call (a replay answered by the cache makes none) the count is already exact, so
+    the budget decides alike in a first run and in its replay."""
+    from reinagent.errors import ConfigError
+
+    if importlib.util.find_spec("openvino_genai") is None:
+        pytest.skip("openvino_genai is not installed")
+    from reinagent.llm.openvino import OpenVINOLLM
+
+    try:
+        llm = OpenVINOLLM()
+    except ConfigError as err:
+        pytest.skip(str(err))
+    messages = [Message(role="system", content="Be brief."), Message(role="user", content="What is 1234 * 5678?")]
+
+    async def go():
+        counted = llm.count_prompt_tokens(messages)
+        completion = await llm.generate(messages, GenerationParams(max_tokens=2))
+        await llm.aclose()
+        return counted, completion.prompt_tokens
+
+    counted, used = asyncio.run(go())
+    assert counted == used and counted < estimate_prompt_tokens(messages)
+
+
 # --- --deterministic ------------------------------------------------------------------------------------
 
 def test_deterministic_is_recorded_in_the_spec(tmp_path, script):

@@ -61,9 +61,12 @@ class HFLLM(LLM):
         return completion
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        loaded = self._worker.loaded  # before the first call: None (the budget reserves conservatively)
-        if loaded is None:
-            return None
+        # loaded first if no call has (blocking, once): a budget must decide alike whether the
+        # response cache answers the calls or the model does
+        try:
+            loaded = self._worker.pool.submit(self._worker._load).result()
+        except ModelError:
+            return None  # the call itself reports why
         with self._worker.tokenizer_lock:
             return int(_encode(loaded.tokenizer, messages).shape[1])
 

@@ -83,7 +83,9 @@ class OpenVINOLLM(LLM):
         return dict(self._engine.info) if self._engine else {}
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self._engine.count(messages) if self._engine is not None else None
+        if self._engine is None:
+            self._engine = _acquire(self)
+        return self._engine.count(messages)
 
 
 class OVEngine:
@@ -95,6 +97,7 @@ class OVEngine:
         self.deterministic = deterministic
         self.tokenizer = None  # once loaded; shared with `count` under _tokenizer_lock
         self._tokenizer_lock = threading.Lock()
+        self._loaded = threading.Event()  # set when the load ended, well or not
         self.info: dict[str, Any] = {}
         self._inbox: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._ids = itertools.count(1)
@@ -111,7 +114,17 @@ class OVEngine:
         return {"kv_cache_bytes": metrics.kv_cache_size_in_bytes, "max_cache_usage": metrics.max_cache_usage}
 
     def count(self, messages: Sequence[Message]) -> int | None:
-        """The prompt's tokens as this engine will encode it (None until the model is loaded)."""
+        """The prompt's tokens as this engine will encode it. It loads the model first if no call
+        has (blocking, once): a budget must decide alike whether the response cache answers the
+        calls or the model does. None when the model cannot load (the call then reports why)."""
+        if self.tokenizer is None:
+            with self._lock:
+                if self._thread is None:
+                    if self._closed:
+                        return None
+                    self._thread = threading.Thread(target=self._run, name=f"ov-{self.source.name}", daemon=True)
+                    self._thread.start()
+            self._loaded.wait()
         if self.tokenizer is None:
             return None
         with self._tokenizer_lock:
@@ -143,8 +156,10 @@ class OVEngine:
         try:
             pipe, tokenizer = self._load()
         except BaseException as err:  # noqa: BLE001 - every waiting caller gets the reason
+            self._loaded.set()
             self._drain_failing(ModelError(f"model {self.source.name} failed to load: {type(err).__name__}: {err}"))
             return
+        self._loaded.set()
         active: dict[int, _Request] = {}
         while True:
             # Block for work only when nothing runs; otherwise admit what arrived and step.

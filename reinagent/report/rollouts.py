@@ -14,7 +14,8 @@ Definitions (per run, summed over a group of runs):
 - benchmark judge runs: how often the benchmark's own judge (hidden tests, gold answer) ran,
   `evaluation.benchmark_evaluations` of each record: 1 per react episode, more where a search
   judged many paths by it (an oracle's pass@k, not one attempt); records from before it was
-  recorded count as unknown ("-" when no record of the group has it);
+  recorded count 1 for a react episode without an error, else as unknown ("-" when no record
+  of the group says);
 - per solved task: divided by the tasks solved by the last trial (none solved: no figure).
 """
 
@@ -39,13 +40,21 @@ def nodes_expanded(rec: TrialRecord) -> int:
     return len(traj.tree) if traj.tree else len(traj.steps)
 
 
+def benchmark_evaluations(rec: TrialRecord) -> int | None:
+    """How often the benchmark's judge ran for this record: as recorded; for an older record of a
+    react episode that ended without an error, 1 (react has always judged once); else unknown."""
+    recorded = rec.evaluation.get("benchmark_evaluations")
+    if isinstance(recorded, int):
+        return recorded
+    return 1 if rec.trajectory.rollout == DEFAULT_ROLLOUT and rec.error is None else None
+
+
 def rollout_stats(records: list[TrialRecord], solved_tasks: int) -> dict[str, Any]:
     """The run's totals and per-solved-task figures (the summary's `rollout_stats`)."""
     calls = [c for rec in records for c in rec.calls]
     nodes = sum(nodes_expanded(rec) for rec in records)
     tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
-    judged = [rec.evaluation["benchmark_evaluations"] for rec in records
-              if isinstance(rec.evaluation.get("benchmark_evaluations"), int)]
+    judged = [n for n in (benchmark_evaluations(rec) for rec in records) if n is not None]
     return {
         "episodes": len(records),
         "benchmark_evaluations": sum(judged),
