@@ -11,6 +11,8 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     trl_grpo.py           GRPO through TRL's GRPOTrainer fed by the token rollouts (the default trainer)
     grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
     loop.py async_mode.py the training loop (train_metrics.jsonl, resuming); rollouts one policy version behind
+    metrics.py            one metrics row per step (both trainers), the step line, the no-signal warning
+    compare.py            `rl eval --save/--baseline`: before/after on the same tasks, exact McNemar
     cli.py                `reinagent rl run|train|eval`
 """
 
