@@ -162,6 +162,6 @@ def test_rl_notebook_runs(tmp_path):
                                                               metadata={"tags": ["injected-parameters"]}))
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = "\n".join(_text(c) for c in nb.cells if c.cell_type == "code")
-    assert "reward:" in outputs and "before: test: success" in outputs and "checkpoint: " in outputs
+    assert "reward:" in outputs and "before: test" in outputs and ": success " in outputs and "checkpoint: " in outputs
     assert "image/png" in {k for c in nb.cells if c.cell_type == "code" for o in c.outputs for k in o.get("data", {})}
     assert (tmp_path / "out" / "checkpoint" / "rl.json").is_file()

@@ -254,7 +254,7 @@ def test_the_viewer_shows_the_rollout_and_draws_the_search_tree(tmp_path):
     from reinagent.viewer.app import create_app
 
     _search_and_react_runs(tmp_path)
-    client = TestClient(create_app(tmp_path))
+    client = TestClient(create_app(tmp_path), base_url="http://127.0.0.1")  # a loopback Host (guard.py)
     listing = client.get("/").text
     assert re.search(r"<td class=\"nowrap\">mcts</td>", listing) and re.search(r"<td class=\"nowrap\">tot</td>", listing)
     task = client.get("/runs/mcts/tasks/1").text

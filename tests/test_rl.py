@@ -331,7 +331,7 @@ def test_run_with_a_model_string_uses_reinagent_rollouts(tmp_path, script):
     toml.write_text(f'[rl]\nenv_name = "arithmetic"\nmodel = "{model}"\nnum_tasks = 2\noutput_dir = "{tmp_path / "o"}"\n')
     done = run_cli("rl", "run", "--config", str(toml), "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
-    run_dir = done.stdout.split("run directory: ")[-1].split()[0]
+    run_dir = (done.stderr + done.stdout).split("run directory: ")[-1].split()[0]  # named on stderr as it starts
     assert run_cli("report", run_dir).returncode == 0
 
 

@@ -34,7 +34,8 @@ _SPACES: tuple[spaces.Text, spaces.Text] | None = None
 # TimeLimit and TimeAwareObservation work). Single-answer math gets 3 turns, not a run's 1: a reply
 # without a number is an observation, and an env that truncates on its first step is broken in
 # Gymnasium's eyes. A benchmark missing here keeps its own default and an open-ended spec.
-STEP_BUDGETS = {"hotpotqa": 6, "alfworld": 50, "humaneval": 1, "mbpp": 1, "gsm8k": 3, "arithmetic": 3}
+STEP_BUDGETS = {"hotpotqa": 6, "alfworld": 50, "humaneval": 1, "mbpp": 1, "gsm8k": 3, "arithmetic": 3,
+                "arithmetic20": 3}
 
 
 def text_spaces() -> tuple[spaces.Text, spaces.Text]:
