@@ -33,8 +33,8 @@ max_steps = $STEPS
 save_steps = $STEPS
 learning_rate = $LR
 kl_coef = 0.04
-temperature = 1.0
-dynamic_sampling = 2
+temperature = ${TEMPERATURE:-1.0}
+dynamic_sampling = ${DYNAMIC_SAMPLING:-2}
 overwrite = true
 TOML
 sed "s|^model = \"local\"|model = \"local:$WORK/train/checkpoint\"|" "$WORK/rl.toml" > "$WORK/rl-trained.toml"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -245,12 +246,13 @@ def test_report_of_training_rollouts_counts_steps_calls_and_tokens(tiny, tmp_pat
     episodes = []
     for step in (1, 2):
         batch = rollout.run(model, tasks, samples=2, temperature=1.0, seed=step)
-        log.add(step, batch)
+        log.add(step, batch, started=time.time() - 5.0)
         episodes += batch
     log.close()
     s = summarize(tmp_path / "rollouts")
     assert (s["num_trials"], s["status"], s["training_steps"]) == (3, "partial", 3)
     assert [t["attempted"] for t in s["trials"]] == [4, 4, 0]
+    assert s["trials"][0]["wall_s"] >= 5.0  # the rollouts' time, not 0
     assert s["usage"]["calls"] == sum(e.turns for e in episodes) > 0
     assert s["usage"]["completion_tokens"] == sum(e.generated_tokens for e in episodes)
     assert s["usage"]["prompt_tokens"] >= sum(len(e.prompt_ids) for e in episodes)

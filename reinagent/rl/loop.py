@@ -87,8 +87,12 @@ class RolloutLog:
         if stale:
             self.store.supersede(stale, f"training resumed from step {resume_step}")
 
-    def add(self, step: int, episodes: list[TokenEpisode], advantages: list[float] | None = None) -> None:
+    def add(self, step: int, episodes: list[TokenEpisode], advantages: list[float] | None = None,
+            started: float | None = None) -> None:
+        """`started`: when the step's rollouts began (time.time()); each record spans the rollouts,
+        which run as one batch, so the report's wall time is the rollouts' and not 0."""
         now = time.time()
+        started = now if started is None else started
         for i, ep in enumerate(episodes):
             trajectory = ep.trajectory()
             if advantages is not None:
@@ -96,7 +100,7 @@ class RolloutLog:
             self.store.append(TrialRecord(
                 task_id=f"{ep.task_id}@{ep.sample}", trial=step, success=ep.success, reward=ep.reward,
                 answer=ep.answer, trajectory=trajectory, evaluation={"turns": ep.turns, "end_reason": ep.end_reason},
-                started_at=now, finished_at=now))
+                started_at=started, finished_at=now))
 
     def close(self) -> None:
         self.store.close()
@@ -218,7 +222,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                                   train_s=stats.train_s, version=version, resampled_groups=resampled)
                 metrics.write(json.dumps(row) + "\n")
                 metrics.flush()
-                log.add(step, episodes)
+                log.add(step, episodes, started=time.time() - rollout_s - stats.train_s)
                 note(row, episodes)
 
             if trl:

@@ -119,7 +119,8 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
             seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
         callback.rollout_s = time.perf_counter() - started
         callback.episodes = episodes
-        log.add(step, episodes)  # before the update: a resumed run supersedes trials past its checkpoint
+        # before the update: a resumed run supersedes trials past its checkpoint
+        log.add(step, episodes, started=time.time() - callback.rollout_s)
         return {"prompt_ids": [e.prompt_ids for e in episodes], "completion_ids": [e.completion_ids for e in episodes],
                 "logprobs": [e.logprobs for e in episodes], "env_mask": [e.env_mask for e in episodes],
                 "env_reward": [e.reward for e in episodes]}
