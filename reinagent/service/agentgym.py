@@ -21,9 +21,7 @@ and our client takes either as an error.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hmac
 import itertools
 import json
 import math
@@ -40,7 +38,7 @@ from starlette.routing import Route
 from reinagent.env import Env, StepResult, areset, astep
 from reinagent.service.client import EnvServiceError, finite_reward
 from reinagent.service.guard import Guard, GuardSettings
-from reinagent.service.sessions import Full, Invalid, NotFound, SessionTable, plain
+from reinagent.service.sessions import Full, Invalid, NotFound, SessionTable, plain, session_lifespan
 
 PROTOCOLS = ("reinagent", "agentgym")
 
@@ -67,7 +65,6 @@ def _actions(info: dict[str, Any]) -> list[str]:
 
 def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> Starlette:
     """Our benchmark's environments behind AgentGym's routes (the same session table and limits)."""
-    expected = f"Bearer {token}".encode() if token else None
     slots: dict[int, _Slot] = {}
     ids = itertools.count()
 
@@ -173,9 +170,6 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
 
     def endpoint(handler):
         async def run(request: Request) -> JSONResponse:
-            if expected is not None and not hmac.compare_digest(
-                    request.headers.get("authorization", "").encode(), expected):
-                return JSONResponse({"error": "missing or wrong bearer token"}, 401)
             try:
                 return JSONResponse(await handler(request))
             except NotFound as err:
@@ -188,21 +182,6 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
                 return JSONResponse({"error": str(err)}, 500)
         return run
 
-    async def reap_idle() -> None:  # as the reinagent protocol's server: idle sessions close
-        while True:
-            await asyncio.sleep(min(max(table.idle_timeout_s / 4, 0.05), 5.0))
-            await table.close_idle()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        reaper = asyncio.create_task(reap_idle())
-        try:
-            yield
-        finally:
-            reaper.cancel()
-            await table.close_all()
-            await asyncio.to_thread(table.bench.close)
-
     return Starlette(routes=[
         Route("/", endpoint(hello), methods=["GET"]),
         Route("/health", endpoint(health), methods=["GET"]),
@@ -211,7 +190,8 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
         Route("/step", endpoint(step), methods=["POST"]),
         Route("/observation", endpoint(observation), methods=["GET"]),
         Route("/close", endpoint(close), methods=["POST"]),
-    ], lifespan=lifespan,  # Host, content type and body size as on our own protocol (guard.py)
+    ], lifespan=session_lifespan(table),
+       # the token, Host, content type and body size: guard.py, as on our own protocol
        middleware=[Middleware(Guard, settings=GuardSettings.of(token, allow_hosts, empty_post_ok=True))])
 
 

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -34,13 +33,13 @@ from reinagent.redact import redact
 from reinagent.service import protocol as p
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
 from reinagent.service.sessions import (
-    Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain, step_option,
+    SHUTDOWN_S, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain, session_lifespan,
+    step_option,
 )
 
 M = TypeVar("M", bound=BaseModel)
 RETRY_AFTER_S = 1
 TOKEN_ENV = "REINAGENT_ENV_TOKEN"
-SHUTDOWN_S = 2.0  # on SIGTERM: in-flight requests, then closing envs, get this long each
 
 
 class HttpError(Exception):
@@ -167,26 +166,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
             await table.close(req.id)
         return p.Closed()
 
-    async def reap_idle() -> None:
-        period = min(max(table.idle_timeout_s / 4, 0.05), 5.0)
-        while True:
-            await asyncio.sleep(period)
-            await table.close_idle()
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app):
-        # Blocking envs step in threads: enough of them that every session can be mid-step.
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(executor_threads))
-        reaper = asyncio.create_task(reap_idle())
-        try:
-            yield
-        finally:
-            reaper.cancel()
-            # bounded: an env stuck in a step (a program looping until its timeout) must not hold
-            # up the exit; serve() ends the process whatever threads are left
-            for closing in (table.close_all(), asyncio.to_thread(table.bench.close)):
-                with contextlib.suppress(Exception, asyncio.TimeoutError):
-                    await asyncio.wait_for(closing, SHUTDOWN_S)
+    lifespan = session_lifespan(table, executor_threads)
 
     routes = [
         Route("/health", endpoint(health), methods=["GET"]),

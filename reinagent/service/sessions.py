@@ -8,11 +8,13 @@ until the machine runs out of memory, which is how servers that never close sess
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import json
 import math
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +25,8 @@ from reinagent.config import RunConfig
 from reinagent.env import Env, aclose
 from reinagent.errors import ConfigError, choices
 from reinagent.service.guard import short
+
+SHUTDOWN_S = 2.0  # on SIGTERM: in-flight requests, then closing envs, get this long each
 
 #: RunConfig settings a client may choose per session (they change which env `make_env` builds).
 ENV_OPTIONS = ("agent", "max_steps", "timeout_s")
@@ -244,3 +248,32 @@ class SessionTable:
                 await self.close(sid)
             except Exception:  # noqa: BLE001 - shutting down: close the others all the same
                 pass
+
+
+def session_lifespan(table: SessionTable, executor_threads: int = 16):
+    """The app's lifespan, for both protocols (server.py's and agentgym.py's): idle sessions are reaped,
+    and at shutdown the sessions and the benchmark are closed, each within SHUTDOWN_S."""
+
+    async def reap_idle() -> None:
+        period = min(max(table.idle_timeout_s / 4, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            await table.close_idle()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        # Blocking envs step in threads: enough of them that every session can be mid-step.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(executor_threads))
+        reaper = asyncio.create_task(reap_idle())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            # bounded: an env stuck in a step (a program looping until its timeout) must not hold
+            # up the exit; serve() ends the process whatever threads are left
+            for closing in (table.close_all(), asyncio.to_thread(table.bench.close)):
+                with contextlib.suppress(Exception, asyncio.TimeoutError):
+                    await asyncio.wait_for(closing, SHUTDOWN_S)
+
+    return lifespan
+
