@@ -198,18 +198,9 @@ def test_a_value_is_the_mean_of_its_samples():
 # --- programming: the hidden tests judge the returned program once ------------------------------------
 
 def test_mcts_on_code_runs_the_hidden_tests_once_per_trial(tmp_path, script):
-    from tests.conftest import run_cli
-    from tests.test_coder import RULES
+    from tests.test_search import mcts_on_code
 
-    from reinagent.runner import load_run
-
-    run_dir = tmp_path / "run"
-    proc = run_cli("run", "--benchmark", "humaneval", "--agent", "coder", "--strategy", "none", "--rollout", "mcts",
-                   "--num-trials", "1", "--num-envs", "3", "--mcts-iterations", "3", "--mcts-children", "2",
-                   "--tot-depth", "2", "--model", script(RULES, default="I do not know."),
-                   "--run-dir", str(run_dir), "--no-cache", "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    _, records = load_run(run_dir)
+    records = mcts_on_code(tmp_path, script)
     assert len(records) == 3
     for rec in records:
         assert rec.evaluation["benchmark_evaluations"] == 1, rec.task_id

@@ -376,3 +376,17 @@ def test_run_with_a_model_string_inside_a_running_event_loop(script):
         return agent.run(task_description="What is 2 + 2?")
 
     assert asyncio.run(inside()).success
+
+
+def _rewarded(monkeypatch):
+    """Sample 0 of every group wins, so advantages (and the loss) are not zero."""
+    from reinagent.rl import rollout as rollout_module
+
+    real_play = rollout_module.TokenRollout._play
+
+    def play(self, ep, ids, logps, task, envs):
+        real_play(self, ep, ids, logps, task, envs)
+        ep.reward = float(ep.sample == 0)
+        ep.success = bool(ep.reward)
+
+    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)

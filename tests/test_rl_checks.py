@@ -14,26 +14,12 @@ import pytest
 from reinagent.errors import ConfigError
 from reinagent.rl import RLAgent, build_rl_config
 
-from .test_rl import tiny_model  # noqa: F401  (the module-scoped tiny model fixture)
+from .test_rl import _rewarded, tiny_model  # noqa: F401  (the module-scoped tiny model fixture)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 TRAINERS = ["reinagent", pytest.param("trl", marks=pytest.mark.slow)]
-
-
-def _rewarded(monkeypatch):
-    """Sample 0 of every group wins, so every group has reward variance."""
-    from reinagent.rl import rollout as rollout_module
-
-    real_play = rollout_module.TokenRollout._play
-
-    def play(self, ep, ids, logps, task, envs):
-        real_play(self, ep, ids, logps, task, envs)
-        ep.reward = float(ep.sample == 0)
-        ep.success = bool(ep.reward)
-
-    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)
 
 
 def _recorded(monkeypatch) -> list:

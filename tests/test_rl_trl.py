@@ -15,7 +15,7 @@ import pytest
 from reinagent.errors import ConfigError
 from reinagent.rl import RLAgent, build_rl_config
 
-from .test_rl import _toml, tiny_model  # noqa: F401  (the module-scoped tiny model fixture)
+from .test_rl import _rewarded, _toml, tiny_model  # noqa: F401  (the module-scoped tiny model fixture)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -37,20 +37,6 @@ def test_micro_split_divides_the_generation():
     assert micro_split(12, 8) == (6, 2)
     assert micro_split(4, 8) == (4, 1)
     assert micro_split(7, 4) == (1, 7)
-
-
-def _rewarded(monkeypatch):
-    """Sample 0 of every group wins, so advantages (and the loss) are not zero."""
-    from reinagent.rl import rollout as rollout_module
-
-    real_play = rollout_module.TokenRollout._play
-
-    def play(self, ep, ids, logps, task, envs):
-        real_play(self, ep, ids, logps, task, envs)
-        ep.reward = float(ep.sample == 0)
-        ep.success = bool(ep.reward)
-
-    monkeypatch.setattr(rollout_module.TokenRollout, "_play", play)
 
 
 def test_trl_trains_with_env_mask_and_matches_our_loss(tiny_model, tmp_path, monkeypatch):  # noqa: F811

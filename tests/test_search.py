@@ -252,7 +252,8 @@ def test_siblings_in_a_search_see_their_own_lookup_cursor():
 
 # --- programming: values are the agent's own tests ------------------------------------------------
 
-def test_mcts_on_code_values_nodes_by_internal_tests_and_fixes_after_a_reflection(tmp_path, script):
+def mcts_on_code(tmp_path, script) -> list:
+    """The records of one trial of `--rollout mcts` on 3 HumanEval tasks with the scripted coder."""
     from tests.conftest import run_cli
     from tests.test_coder import RULES
 
@@ -264,7 +265,11 @@ def test_mcts_on_code_values_nodes_by_internal_tests_and_fixes_after_a_reflectio
                    "--tot-depth", "2", "--model", script(RULES, default="I do not know."),
                    "--run-dir", str(run_dir), "--no-cache", "--quiet")
     assert proc.returncode == 0, proc.stderr
-    _, records = load_run(run_dir)
+    return load_run(run_dir)[1]
+
+
+def test_mcts_on_code_values_nodes_by_internal_tests_and_fixes_after_a_reflection(tmp_path, script):
+    records = mcts_on_code(tmp_path, script)
     rec = next(r for r in records if r.task_id == "HumanEval/2")
     assert rec.success and rec.trial == 1 and rec.error is None  # one trial, strategy none
     tree = rec.trajectory.tree
