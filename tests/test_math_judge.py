@@ -34,6 +34,15 @@ def test_battery_of_generated_replies_is_judged_as_constructed():
     ("The answer is $\\frac{36}{2}$", "18", "\\frac{36}{2}", True),
     ("#### -5", "-5", "-5", True),
     ("I cannot solve this.", "18", None, False),
+    # restating the question is not answering it: math-verify alone reads `12 - 16 =` as -4
+    ("12 - 16 =", "-4", "16", False),
+    ("What is 14 - 14? 14 - 14 = ", "0", "14", False),
+    ("So 5 * 3 = ", "15", "3", False),
+    ("0-4=", "-4", "0", False),
+    ("12 - 16 = -4", "-4", "-4", True),
+    ("Finish[12 - 16]", "-4", "12 - 16", False),  # Finish's text is recorded; its last number judged
+    ("The answer is 2^3", "8", "3", False),
+    ("The answer is 50%", "50", "50", True),
     ("", "0", None, False),
     (None, "0", None, False),
 ])

@@ -3,6 +3,10 @@
 Only `Finish[...]` is ours (math-verify does not know it): when a reply has one, the text inside the
 last one is what is judged; otherwise the whole reply is, and math-verify decides which expression
 is the answer (`\\boxed{}`, "the answer is", `$...$`, the last expression, LaTeX fractions). The
+answer must be a stated number: math-verify evaluates an unfinished expression (`12 - 16 =` reads as
+-4), so a reply that only restates an arithmetic question would earn the reward; when its pick is an
+operation between numbers (`12 - 16`, `5 * 3`, `2^3`), the reply's last number is the answer instead
+(as lm-evaluation-harness's GSM8K "flexible-extract" reads it). The
 measured agreement with answers known by construction is in docs/math-judge.md
 (tests/test_math_judge.py builds the battery).
 
@@ -25,6 +29,10 @@ _FINISH = re.compile(r"finish\s*\[(?P<arg>[^\]]*)\]", re.I)
 _RUNAWAY = re.compile(
     r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|\d{4,}\s*!"
 )
+# an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
+_OPERATION = re.compile(r"[\d.)}]\s*(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*[-(\\{]*\s*[\d.(\\{]")
+# a number, its sign only when no digit stands before it ("0-4" has 0 and 4, not -4)
+_LAST_NUMBER = re.compile(r"(?<![\d.])-?\d+(?:\.\d+)?")
 MAX_CHARS = 20_000  # a reply past this is judged on its last MAX_CHARS characters
 
 
@@ -67,7 +75,14 @@ def read_answer(reply: str | None) -> tuple[str | None, tuple]:
     if not reply:
         return None, ()
     inside = finish_text(reply)
-    parsed = _parse(inside if inside is not None else reply)
+    text = inside if inside is not None else reply
+    parsed = _parse(text)
+    if parsed and _OPERATION.search(str(parsed[-1])):
+        # an expression left for the reader to evaluate is not an answer: its last number is
+        numbers = _LAST_NUMBER.findall(text.replace(",", ""))
+        parsed = _parse(numbers[-1]) if numbers else ()
+        if inside is None and parsed:
+            return str(parsed[-1]), parsed
     if not parsed:
         return None, ()
     written = inside if inside is not None else str(parsed[-1])
