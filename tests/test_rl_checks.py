@@ -209,10 +209,23 @@ def test_torch_threads_follow_config_then_env_then_idle_cores(monkeypatch):
     with pytest.raises(ConfigError, match="REINAGENT_TORCH_THREADS must be a whole number"):
         torch_threads(None)
     monkeypatch.delenv("REINAGENT_TORCH_THREADS")
-    monkeypatch.setattr("os.getloadavg", lambda: (50.0, 50.0, 50.0))
-    assert torch_threads(None) == 1  # a machine busy with others' work: one thread, no barrier stalls
-    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
-    assert torch_threads(None) == available_cores()
+    monkeypatch.setattr("reinagent.rl.policy.available_cores", lambda: 4)
+    for busy, threads in ((50.0, 1), (3.2, 1), (1.6, 2), (0.3, 4), (0.0, 4)):
+        # a machine busy with others' work: fewer threads, no barrier stalls; idle: every core
+        monkeypatch.setattr("reinagent.rl.policy.busy_cores", lambda b=busy: b)
+        assert torch_threads(None) == threads, busy
+
+
+def test_busy_cores_are_measured_now_not_from_the_decaying_load_average(monkeypatch):
+    from reinagent.rl import policy
+
+    ticks = iter([(100, 1000), (130, 1100)])  # 30 of 100 jiffies idle over the window
+    monkeypatch.setattr(policy, "_cpu_times", lambda: next(ticks))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("os.getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert policy.busy_cores(0.0) == pytest.approx(1.4)
+    monkeypatch.setattr(policy, "_cpu_times", lambda: None)  # no /proc/stat: the load average
+    assert policy.busy_cores(0.0) == 9.0
 
 
 def test_report_of_training_rollouts_counts_steps_calls_and_tokens(tiny, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,18 +75,42 @@ def available_cores() -> int:
     return max(1, cores)
 
 
+def _cpu_times() -> tuple[int, int] | None:
+    """(idle, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields[:8])
+
+
+def busy_cores(window_s: float = 0.3) -> float:
+    """How many CPUs other work keeps busy now: measured over `window_s` from /proc/stat while this
+    process sleeps, else the 1-minute load average. The load average decays over minutes, so it
+    would count the evaluation a script ran just before training as load that is still there."""
+    before = _cpu_times()
+    if before is not None:
+        time.sleep(window_s)
+        after = _cpu_times()
+        if after is not None and after[1] > before[1]:
+            idle = (after[0] - before[0]) / (after[1] - before[1])
+            return (1.0 - idle) * (os.cpu_count() or 1)
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+
+
 def torch_threads(configured: int | None = None) -> int:
     """Intra-op threads for torch: `threads` from the config, else REINAGENT_TORCH_THREADS, else the
-    cores not already busy (available cores minus the 1-minute load average, at least 1). torch's
+    cores not already busy (available cores minus the cores others keep busy, at least 1). torch's
     default (every core) oversubscribes a shared machine: its threads meet at a barrier after each
     matmul, so one descheduled thread stalls them all; that is where a busy machine lost 100x."""
     from reinagent.errors import env_count
 
     if configured:
         return configured
+    if os.environ.get("REINAGENT_TORCH_THREADS"):
+        return env_count("REINAGENT_TORCH_THREADS", 1)
     cores = available_cores()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return env_count("REINAGENT_TORCH_THREADS", max(1, min(cores, int(cores - load + 1))))
+    return max(1, min(cores, round(cores - busy_cores())))
 
 
 def end_token_ids(tokenizer: Any) -> list[int]:
