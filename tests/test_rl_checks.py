@@ -259,6 +259,15 @@ def test_report_of_training_rollouts_counts_steps_calls_and_tokens(tiny, tmp_pat
     assert "RL training rollouts over 2 tasks, 3 steps (trial = step), status **partial**" in text
     row = next(line for line in text.splitlines() if line.startswith("| 1 |"))
     assert row.split("|")[4].strip() == "-" and row.split("|")[5].strip() == "-", row
+    # the rollout table counts episodes (solved of attempted) under the rollout the records name;
+    # no reflector ran and token rollouts time no call: "-", never 0
+    solved = sum(e.success for e in episodes)
+    assert (s["rollout"], s["reflector_model"], s["usage"]["latency_s"], s["episode_s"]) == ("rl-tokens", None, None, None)
+    assert s["rollout_stats"]["attempted"] == len(episodes) and s["rollout_stats"]["solved_tasks"] == solved
+    rollout_row = next(line for line in text.splitlines() if line.startswith("| rl-tokens |"))
+    assert rollout_row.split("|")[3].strip().startswith(f"{solved}/{len(episodes)} ")
+    assert "reflector `-`" in text and "latency summed -; episodes - summed" in text
+    assert next(line for line in text.splitlines() if line.startswith("| total |")).rstrip("| ").endswith("-")
 
 
 def test_eval_baseline_pairs_the_same_tasks(tmp_path):

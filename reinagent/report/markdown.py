@@ -44,7 +44,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     lines = [
         f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}",
         "",
-        f"model `{s['model']}`, reflector `{s['reflector_model']}`, split `{s.get('split')}`, " + _size(s),
+        f"model `{s['model']}`, reflector `{s['reflector_model'] or '-'}`, split `{s.get('split')}`, " + _size(s),
         "",
         f"{where(s)}, git commit `{s.get('git_commit') or 'unknown'}`",
         "",

@@ -16,7 +16,9 @@ Definitions (per run, summed over a group of runs):
   judged many paths by it (an oracle's pass@k, not one attempt); records from before it was
   recorded count 1 for a react episode without an error, else as unknown ("-" when no record
   of the group says);
-- per solved task: divided by the tasks solved by the last trial (none solved: no figure).
+- per solved task: divided by the tasks solved by the last trial (none solved: no figure); for an
+  RL training run's rollouts (`rl-tokens`, each step samples its own tasks) "solved" is episodes
+  solved of episodes attempted, and the figures are per solved episode.
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def rollout_table(summaries: list[dict[str, Any]]) -> Table:
         total = {k: sum(st.get(k, 0) for st in stats)
                  for k in ("episodes", "nodes_expanded", "calls", "tokens", "benchmark_evaluations", "judged_episodes")}
         solved = sum(st.get("solved_tasks", 0) for st in stats)
-        tasks = sum(int(s.get("num_tasks") or 0) for s in runs)
+        # RL training rollouts count episodes (each step samples its own tasks): solved of attempted
+        tasks = sum(int((s.get("rollout_stats") or {}).get("attempted") or s.get("num_tasks") or 0) for s in runs)
         ratios = _ratios(total["episodes"], total["nodes_expanded"], total["calls"], total["tokens"], solved)
         rows.append([
             name, str(len(runs)), format_rate(solved, tasks), _judge_runs(total), str(total["episodes"]),

@@ -38,6 +38,21 @@ def summarize(run_dir: str | Path) -> dict[str, Any]:
     return summarize_records(spec, records, run_dir=str(run_dir))
 
 
+def _as_training(summary: dict[str, Any], records: list[TrialRecord]) -> None:
+    """An RL training run's rollouts, in the units they have: token episodes (rollout `rl-tokens`),
+    solved episodes over episodes, no reflector, and no call latencies or episode times (tokens
+    are generated a batch at a time, so a call has no latency of its own and every episode of a
+    step spans the step): None, shown "-", never a misleading 0."""
+    summary["rollout"] = next((r.trajectory.rollout for r in records if r.trajectory.rollout), "rl-tokens")
+    summary["reflector_model"] = None
+    summary["rollout_stats"] = rollout_stats(records, sum(r.success for r in records)) | {"attempted": len(records)}
+    summary["episode_s"] = None
+    usage = summary["usage"]
+    for u in (usage, usage["if_uncached"], *usage["by_role"].values(),
+              *(u["if_uncached"] for u in usage["by_role"].values())):
+        u["latency_s"] = None
+
+
 def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = "") -> dict[str, Any]:
     """The summary of de-duplicated records (one per (task, trial), as `load_run` gives them)."""
     cfg = spec.config
@@ -125,6 +140,8 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "rollout": rollout_of(spec),
         "rollout_stats": rollout_stats(records, final["solved_cumulative"]),
     }
+    if steps:
+        _as_training(summary, records)
     summary["label"] = run_label(summary)
     return summary
 

@@ -51,7 +51,7 @@ def usage_table(s: dict[str, Any]) -> Table:
         rows.append([name, str(u["calls"]), str(u.get("cache_hits", 0)),
                      f"{u['prompt_tokens']}+{u['completion_tokens']}",
                      f"{full['prompt_tokens']}+{full['completion_tokens']}",
-                     f"{u['cost_usd']:.4f}", f"{full['cost_usd']:.4f}", duration(u.get("latency_s", 0.0))])
+                     f"{u['cost_usd']:.4f}", f"{full['cost_usd']:.4f}", _summed(u.get("latency_s", 0.0))])
     return header, rows
 
 
@@ -60,10 +60,15 @@ def concurrency_line(s: dict[str, Any]) -> str:
     in flight on average (a summed 1h24m beside a 4m49s wall time read as a bug)."""
     wall, latency = s.get("wall_s") or 0.0, s["usage"].get("latency_s", 0.0)
     line = (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
-            f"{duration(latency)}")
-    if wall > 0 and latency > 0:
+            f"{_summed(latency)}")
+    if wall > 0 and latency:
         line += f", so {latency / wall:.1f} calls were in flight on average"
-    return line + f"; episodes {duration(s.get('episode_s'))} summed"
+    return line + f"; episodes {_summed(s.get('episode_s', 0.0))} summed"
+
+
+def _summed(seconds: float | None) -> str:
+    """A summed time, or "-" where none was measured (None: RL token rollouts)."""
+    return "-" if seconds is None else duration(seconds)
 
 
 def cache_warnings(summaries: list[dict[str, Any]]) -> list[str]:
