@@ -23,6 +23,7 @@ from reinagent.reflector import Reflector
 
 if TYPE_CHECKING:
     from reinagent.llm.constrained import GrammarChoice
+    from reinagent.llm.stack import ModelSettings
     from reinagent.store import RunStore
 
 
@@ -113,13 +114,23 @@ def build_models(config: RunConfig, run_key: str | None = None) -> tuple[LLM, LL
     `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope run)."""
     from reinagent.llm.stack import build_llm
 
-    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key, grammar=grammar_choice(config))
+    settings = model_settings(config)
+    actor = build_llm(config.actor_model, settings, role="actor", run_key=run_key, grammar=grammar_choice(config))
     # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
     # the reflector then gets its own stack (a local engine is still loaded once and shared).
     if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
         return actor, actor, [actor]
-    reflector = build_llm(config.reflection_model, config, role="reflector", run_key=run_key)
+    reflector = build_llm(config.reflection_model, settings, role="reflector", run_key=run_key)
     return actor, reflector, [actor, reflector]
+
+
+def model_settings(config: RunConfig) -> ModelSettings:
+    """What the model stack (llm/stack.py) reads of the run's settings."""
+    from reinagent.llm.stack import ModelSettings
+
+    return ModelSettings(base_url=config.base_url, api_key_env=config.api_key_env, precision=config.precision,
+                         deterministic=config.deterministic, max_model_concurrency=config.max_model_concurrency,
+                         cache=config.cache, cache_dir=config.cache_dir, cache_scope=config.cache_scope)
 
 
 def grammar_choice(config: RunConfig) -> GrammarChoice:
