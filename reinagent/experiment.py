@@ -24,6 +24,7 @@ from reinagent.reflector import Reflector
 if TYPE_CHECKING:
     from reinagent.llm.constrained import GrammarChoice
     from reinagent.llm.stack import ModelSettings
+    from reinagent.preflight import PreflightSettings
     from reinagent.store import RunStore
 
 
@@ -199,7 +200,16 @@ def cache_key_of(spec: RunSpec) -> str:
 def preflight(config: RunConfig, *, resuming: bool = False) -> None:
     from reinagent.preflight import preflight as check
 
-    check(config, resuming=resuming)
+    check(preflight_settings(config), resuming=resuming)
+
+
+def preflight_settings(config: RunConfig) -> PreflightSettings:
+    """What the checks before the first episode (preflight.py) read of the run's settings."""
+    from reinagent.preflight import PreflightSettings
+
+    return PreflightSettings(benchmark=config.benchmark, actor_model=config.actor_model,
+                             reflection_model=config.reflection_model, base_url=config.base_url,
+                             api_key_env=config.api_key_env, env_url=config.env_url)
 
 
 def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
@@ -207,7 +217,7 @@ def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
     from reinagent.llm import backend_of, check_credentials
     from reinagent.preflight import check_extras
 
-    check_extras(config)  # a missing extra (alfworld) is named before the benchmark imports it
+    check_extras(preflight_settings(config))  # a missing extra (alfworld) is named before the benchmark imports it
     bench, config = resolve(config)
     for model in {config.actor_model, config.reflection_model}:
         backend_of(model, config.base_url)

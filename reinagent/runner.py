@@ -19,7 +19,7 @@ from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent
 from reinagent.errors import ConfigError, RunDirError
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
-    preflight, prepare, resolve, select_tasks,
+    preflight, preflight_settings, prepare, resolve, select_tasks,
 )
 from reinagent.records import RunSpec, TrialRecord
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
@@ -103,7 +103,7 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     from reinagent.preflight import check_model_flags
     from reinagent.stores import is_directory
 
-    check_model_flags(config)  # a new run only: a resumed one keeps what its spec recorded
+    check_model_flags(preflight_settings(config))  # a new run only: a resumed one keeps what its spec recorded
     config, bench, tasks = _prepare(config)
     if config.store is not None and not is_directory(config.store):
         return _start_in_database(config, bench, tasks, progress)
