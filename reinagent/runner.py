@@ -132,7 +132,7 @@ def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], p
 
     db = open_store(config.store)  # connect first: an unreachable database is one line, in seconds
     try:
-        run_id = new_run_id(config)
+        run_id = new_run_id(config.benchmark, config.agent, config.strategy.value)
         log_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
         config = config.model_copy(update={"store": db.url, "run_dir": str(log_dir)})  # no password kept
         preflight(config)
