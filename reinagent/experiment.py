@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from reinagent.llm.constrained import GrammarChoice
     from reinagent.llm.stack import ModelSettings
     from reinagent.preflight import PreflightSettings
+    from reinagent.rollouts.base import RolloutSettings
     from reinagent.store import RunStore
 
 
@@ -201,6 +202,17 @@ def preflight(config: RunConfig, *, resuming: bool = False) -> None:
     from reinagent.preflight import preflight as check
 
     check(preflight_settings(config), resuming=resuming)
+
+
+def rollout_settings(config: RunConfig) -> RolloutSettings:
+    """What a rollout (rollouts/) reads of the run's settings."""
+    from reinagent.rollouts.base import RolloutSettings
+
+    return RolloutSettings(
+        max_steps=config.max_steps, seed=config.seed, tot_breadth=config.tot_breadth, tot_keep=config.tot_keep,
+        tot_depth=config.tot_depth, value_samples=config.value_samples, search_temperature=config.search_temperature,
+        search_judge=config.search_judge, mcts_iterations=config.mcts_iterations, mcts_children=config.mcts_children,
+        mcts_exploration=config.mcts_exploration, max_turns=config.max_turns, turn_discount=config.turn_discount)
 
 
 def preflight_settings(config: RunConfig) -> PreflightSettings:

@@ -19,7 +19,7 @@ from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent
 from reinagent.errors import ConfigError, RunDirError
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
-    preflight, preflight_settings, prepare, resolve, select_tasks,
+    preflight, preflight_settings, prepare, resolve, rollout_settings, select_tasks,
 )
 from reinagent.records import RunSpec, TrialRecord
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
