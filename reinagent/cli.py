@@ -57,6 +57,30 @@ def cli() -> None:
     """Reflexion experiments: agents, trials, self-reflections, resumable runs and reports."""
 
 
+# Options both `run` and `resume` take (what a resume may move: resuming.OVERRIDABLE; the store; the
+# trial count; --quiet): each declared once here, with its type; each command gives its help text.
+SHARED_OPTIONS: dict[str, dict] = {
+    "--num-trials": {"type": int},
+    "--model": {},
+    "--reflector-model": {},
+    "--base-url": {},
+    "--api-key-env": {},
+    "--env-url": {},
+    "--max-concurrency": {"type": int},
+    "--max-model-concurrency": {"type": int},
+    "--schedule": {"type": click.Choice(["pipeline", "barrier"]), "default": None},
+    "--executor": {"type": click.Choice(["local", "ray"]), "default": None},
+    "--ray-address": {},
+    "--store": {},
+    "--quiet": {"is_flag": True, "help": "No progress bar."},
+}
+
+
+def shared_option(flag: str, text: str | None = None):
+    """The click option SHARED_OPTIONS declares for `flag`, with this command's help `text`."""
+    return click.option(flag, **{**SHARED_OPTIONS[flag], **({"help": text} if text is not None else {})})
+
+
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
@@ -64,19 +88,19 @@ def run_options(fn):
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
         click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
-        click.option("--num-trials", type=int, help="Trials per task (default 3)."),
+        shared_option("--num-trials", "Trials per task (default 3)."),
         click.option("--num-envs", type=int, help="How many tasks, from the start of the split (default all)."),
-        click.option("--model", help="Actor model: local, local:PATH, scripted:FILE, PROVIDER/NAME."),
-        click.option("--reflector-model", help="Reflector model (default: --model)."),
-        click.option("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
-        click.option("--api-key-env", help="Environment variable holding the --base-url server's key (default REINAGENT_SERVER_API_KEY; hosted providers' keys are never sent to it)."),
-        click.option("--env-url", help="Environment server (`reinagent serve-env`), e.g. http://127.0.0.1:8000; --benchmark remote: any server of the protocol."),
+        shared_option("--model", "Actor model: local, local:PATH, scripted:FILE, PROVIDER/NAME."),
+        shared_option("--reflector-model", "Reflector model (default: --model)."),
+        shared_option("--base-url", "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1."),
+        shared_option("--api-key-env", "Environment variable holding the --base-url server's key (default REINAGENT_SERVER_API_KEY; hosted providers' keys are never sent to it)."),
+        shared_option("--env-url", "Environment server (`reinagent serve-env`), e.g. http://127.0.0.1:8000; --benchmark remote: any server of the protocol."),
         click.option("--env-protocol", help="--benchmark remote: the server's protocol, reinagent (default, docs/env-protocol.md) or agentgym (AgentGym's servers: /create, data_idx)."),
-        click.option("--max-concurrency", type=int, help="Episodes in flight at once (default: the backend's)."),
-        click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
-        click.option("--schedule", type=click.Choice(["pipeline", "barrier"]), default=None, help="pipeline (default): a task starts its next trial as soon as its own trial is recorded; barrier: every task finishes trial k before any starts k+1. Same records."),
-        click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where episodes run: local (default, this process) or ray (Ray tasks; pip install 'reinagent[ray]')."),
-        click.option("--ray-address", help="--executor ray: a running Ray cluster, HOST:PORT (default: start a local one)."),
+        shared_option("--max-concurrency", "Episodes in flight at once (default: the backend's)."),
+        shared_option("--max-model-concurrency", "Requests in flight to one model at once, actor and reflector together (default: no cap beyond --max-concurrency)."),
+        shared_option("--schedule", "pipeline (default): a task starts its next trial as soon as its own trial is recorded; barrier: every task finishes trial k before any starts k+1. Same records."),
+        shared_option("--executor", "Where episodes run: local (default, this process) or ray (Ray tasks; pip install 'reinagent[ray]')."),
+        shared_option("--ray-address", "--executor ray: a running Ray cluster, HOST:PORT (default: start a local one)."),
         click.option("--rollout", help="How one episode explores: react (default, one pass), tot (Tree of Thoughts BFS), mcts (LATS tree search with reflections) or multi-turn (retry on feedback)."),
         click.option("--tot-breadth", type=int, help="--rollout tot: next steps sampled per kept path (default 5)."),
         click.option("--tot-keep", type=int, help="--rollout tot: best paths kept per depth (default 2)."),
@@ -92,7 +116,7 @@ def run_options(fn):
         click.option("--max-turns", type=int, help="--rollout multi-turn: answers per episode; a wrong one gets feedback and another try (default 5)."),
         click.option("--turn-discount", type=float, help="--rollout multi-turn: a right answer on turn t earns reward * d**(t-1), 0 < d <= 1 (default 0.9)."),
         click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
-        click.option("--store", help="Where the run lives: a directory of runs (default runs/), sqlite:///PATH.db, postgresql://USER@HOST/DB or mongodb://HOST/DB; prints `run id: ID` (docs/stores.md)."),
+        shared_option("--store", "Where the run lives: a directory of runs (default runs/), sqlite:///PATH.db, postgresql://USER@HOST/DB or mongodb://HOST/DB; prints `run id: ID` (docs/stores.md)."),
         click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
         click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
         click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
@@ -117,7 +141,7 @@ def run_options(fn):
 
 @cli.command()
 @run_options
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@shared_option("--quiet")
 def run(config_file, quiet, **flags) -> None:
     """Start a new run."""
     from reinagent.config import build_config
@@ -136,20 +160,20 @@ def run(config_file, quiet, **flags) -> None:
 @cli.command()
 @click.argument("run_dir", type=click.Path(file_okay=False))
 @click.option("--retry-errors", is_flag=True, help="Redo (task, trial)s that ended in an error, and the later trials of their tasks.")
-@click.option("--num-trials", type=int, help="Extend the run to this many trials (not fewer than it has).")
+@shared_option("--num-trials", "Extend the run to this many trials (not fewer than it has).")
 @click.option("--from-trial", type=int, help="Redo everything from this trial on.")
-@click.option("--base-url", help="Continue against this OpenAI-compatible server (e.g. one restarted on a new port).")
-@click.option("--model", help="Continue with this actor model string (recorded in spec.json's history).")
-@click.option("--reflector-model", help="Continue with this reflector model.")
-@click.option("--max-concurrency", type=int, help="Episodes in flight at once from now on.")
-@click.option("--max-model-concurrency", type=int, help="Requests in flight to one model at once from now on.")
-@click.option("--api-key-env", help="Environment variable holding the --base-url server's key.")
-@click.option("--env-url", help="Continue against this environment server (`reinagent serve-env`).")
-@click.option("--schedule", type=click.Choice(["pipeline", "barrier"]), default=None, help="Trial schedule from now on (same records either way).")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default=None, help="Where episodes run from now on.")
-@click.option("--ray-address", help="--executor ray: the Ray cluster to continue on, HOST:PORT.")
-@click.option("--store", help="The store holding the run (a directory of runs, sqlite:///..., postgresql://..., mongodb://...); RUN_DIR is then the run id.")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@shared_option("--base-url", "Continue against this OpenAI-compatible server (e.g. one restarted on a new port).")
+@shared_option("--model", "Continue with this actor model string (recorded in spec.json's history).")
+@shared_option("--reflector-model", "Continue with this reflector model.")
+@shared_option("--max-concurrency", "Episodes in flight at once from now on.")
+@shared_option("--max-model-concurrency", "Requests in flight to one model at once from now on.")
+@shared_option("--api-key-env", "Environment variable holding the --base-url server's key.")
+@shared_option("--env-url", "Continue against this environment server (`reinagent serve-env`).")
+@shared_option("--schedule", "Trial schedule from now on (same records either way).")
+@shared_option("--executor", "Where episodes run from now on.")
+@shared_option("--ray-address", "--executor ray: the Ray cluster to continue on, HOST:PORT.")
+@shared_option("--store", "The store holding the run (a directory of runs, sqlite:///..., postgresql://..., mongodb://...); RUN_DIR is then the run id.")
+@shared_option("--quiet")
 @click.option("--benchmark", "--agent", "--strategy", "--split", "fixed", hidden=True, multiple=True,
               help="Refused: these define the experiment (start a new run).")
 def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, **overrides) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
+from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
 from reinagent.records import TrialRecord, Trajectory, first_non_finite
 from reinagent.redact import redact
@@ -35,9 +36,10 @@ async def run_episode(
     )
     actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
                   activity=getattr(exp, "activity", None) or Activity())
-    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, exp.reflector)
+    settings = rollout_settings(cfg)
+    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector)
     try:
-        trajectory, evaluation = await make_rollout(cfg.rollout, cfg).run(episode)
+        trajectory, evaluation = await make_rollout(cfg.rollout, settings).run(episode)
         record.trajectory = trajectory
         record.success, record.reward, record.f1 = evaluation.success, evaluation.reward, evaluation.f1
         record.answer = trajectory.answer

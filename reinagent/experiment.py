@@ -23,6 +23,9 @@ from reinagent.reflector import Reflector
 
 if TYPE_CHECKING:
     from reinagent.llm.constrained import GrammarChoice
+    from reinagent.llm.stack import ModelSettings
+    from reinagent.preflight import PreflightSettings
+    from reinagent.rollouts.base import RolloutSettings
     from reinagent.store import RunStore
 
 
@@ -113,13 +116,23 @@ def build_models(config: RunConfig, run_key: str | None = None) -> tuple[LLM, LL
     `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope run)."""
     from reinagent.llm.stack import build_llm
 
-    actor = build_llm(config.actor_model, config, role="actor", run_key=run_key, grammar=grammar_choice(config))
+    settings = model_settings(config)
+    actor = build_llm(config.actor_model, settings, role="actor", run_key=run_key, grammar=grammar_choice(config))
     # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
     # the reflector then gets its own stack (a local engine is still loaded once and shared).
     if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
         return actor, actor, [actor]
-    reflector = build_llm(config.reflection_model, config, role="reflector", run_key=run_key)
+    reflector = build_llm(config.reflection_model, settings, role="reflector", run_key=run_key)
     return actor, reflector, [actor, reflector]
+
+
+def model_settings(config: RunConfig) -> ModelSettings:
+    """What the model stack (llm/stack.py) reads of the run's settings."""
+    from reinagent.llm.stack import ModelSettings
+
+    return ModelSettings(base_url=config.base_url, api_key_env=config.api_key_env, precision=config.precision,
+                         deterministic=config.deterministic, max_model_concurrency=config.max_model_concurrency,
+                         cache=config.cache, cache_dir=config.cache_dir, cache_scope=config.cache_scope)
 
 
 def grammar_choice(config: RunConfig) -> GrammarChoice:
@@ -188,7 +201,27 @@ def cache_key_of(spec: RunSpec) -> str:
 def preflight(config: RunConfig, *, resuming: bool = False) -> None:
     from reinagent.preflight import preflight as check
 
-    check(config, resuming=resuming)
+    check(preflight_settings(config), resuming=resuming)
+
+
+def rollout_settings(config: RunConfig) -> RolloutSettings:
+    """What a rollout (rollouts/) reads of the run's settings."""
+    from reinagent.rollouts.base import RolloutSettings
+
+    return RolloutSettings(
+        max_steps=config.max_steps, seed=config.seed, tot_breadth=config.tot_breadth, tot_keep=config.tot_keep,
+        tot_depth=config.tot_depth, value_samples=config.value_samples, search_temperature=config.search_temperature,
+        search_judge=config.search_judge, mcts_iterations=config.mcts_iterations, mcts_children=config.mcts_children,
+        mcts_exploration=config.mcts_exploration, max_turns=config.max_turns, turn_discount=config.turn_discount)
+
+
+def preflight_settings(config: RunConfig) -> PreflightSettings:
+    """What the checks before the first episode (preflight.py) read of the run's settings."""
+    from reinagent.preflight import PreflightSettings
+
+    return PreflightSettings(benchmark=config.benchmark, actor_model=config.actor_model,
+                             reflection_model=config.reflection_model, base_url=config.base_url,
+                             api_key_env=config.api_key_env, env_url=config.env_url)
 
 
 def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
@@ -196,7 +229,7 @@ def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
     from reinagent.llm import backend_of, check_credentials
     from reinagent.preflight import check_extras
 
-    check_extras(config)  # a missing extra (alfworld) is named before the benchmark imports it
+    check_extras(preflight_settings(config))  # a missing extra (alfworld) is named before the benchmark imports it
     bench, config = resolve(config)
     for model in {config.actor_model, config.reflection_model}:
         backend_of(model, config.base_url)

@@ -1,6 +1,6 @@
 """Checks before the first episode: can this run work at all?
 
-`run` and `resume` call `preflight(config)` after the settings are validated and before a run
+`run` and `resume` call `preflight(settings)` after the settings are validated and before a run
 directory is made or an episode starts, so a dead endpoint, an unknown provider or a missing
 extra costs seconds and one line (exit 2), not a run of errored trials:
 
@@ -14,6 +14,9 @@ extra costs seconds and one line (exit 2), not a run of errored trials:
 
 The embedded model loads in `warm_up`, inside the run's event loop, before trial 1's progress bar
 exists: loading is printed on its own lines, never under a "trial 1 0/5" bar.
+
+What the checks read of a run's settings is `PreflightSettings` (the models, where they are served,
+the benchmark and its environment server), resolved by `experiment.preflight_settings`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from reinagent.config import RunConfig
 from reinagent.errors import ConfigError
 
 CONNECT_TIMEOUT_S = 5.0  # a server that has not accepted a connection by then is not up
@@ -58,32 +60,44 @@ class Failure:
         return f"{self.what}: {self.cause}; {self.fix}"
 
 
-def preflight(config: RunConfig, *, resuming: bool = False) -> None:
-    """Raise PreflightError for the first check that fails (config must be resolved already)."""
+@dataclass(frozen=True)
+class PreflightSettings:
+    """The run settings the checks read (the --flags of the same names)."""
+
+    benchmark: str  # a registry id (alfworld, alfworld-v1): which extras it needs
+    actor_model: str
+    reflection_model: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    env_url: str | None = None  # environments on an env server: the benchmark's extras are its
+
+
+def preflight(settings: PreflightSettings, *, resuming: bool = False) -> None:
+    """Raise PreflightError for the first check that fails (settings of a resolved config)."""
     from reinagent.llm import backend_of
 
-    check_extras(config)
+    check_extras(settings)
     checked: set[tuple[str, str | None]] = set()
-    for model in (config.actor_model, config.reflection_model):
-        if (model, config.base_url) in checked:
+    for model in (settings.actor_model, settings.reflection_model):
+        if (model, settings.base_url) in checked:
             continue
-        checked.add((model, config.base_url))
-        kind = backend_of(model, config.base_url)
+        checked.add((model, settings.base_url))
+        kind = backend_of(model, settings.base_url)
         if kind == "openai-compatible":
-            check_openai_server(config.base_url, model, config.api_key_env, resuming=resuming)
+            check_openai_server(settings.base_url, model, settings.api_key_env, resuming=resuming)
         elif kind == "litellm":
-            check_litellm(model, config.base_url, resuming=resuming)
+            check_litellm(model, settings.base_url, resuming=resuming)
 
 
-def check_model_flags(config: RunConfig) -> None:
+def check_model_flags(settings: PreflightSettings) -> None:
     """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
     the embedded model for minutes and recorded a server it never asked."""
     from reinagent.llm import backend_of
 
-    kinds = {backend_of(m, config.base_url) for m in (config.actor_model, config.reflection_model)}
+    kinds = {backend_of(m, settings.base_url) for m in (settings.actor_model, settings.reflection_model)}
     served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
-    models = " and ".join(dict.fromkeys((config.actor_model, config.reflection_model)))
-    for flag, value in (("--base-url", config.base_url), ("--api-key-env", config.api_key_env)):
+    models = " and ".join(dict.fromkeys((settings.actor_model, settings.reflection_model)))
+    for flag, value in (("--base-url", settings.base_url), ("--api-key-env", settings.api_key_env)):
         if value is not None and not kinds & served:
             raise PreflightError(f"{flag} is not used by model {models}: only openai/NAME (an OpenAI-compatible "
                                  f"server) and PROVIDER/NAME models send requests to a URL; drop {flag}, or pass "
@@ -93,15 +107,15 @@ def check_model_flags(config: RunConfig) -> None:
 # ----- optional extras -------------------------------------------------------------------------
 
 
-def needed_extras(config: RunConfig) -> list[str]:
+def needed_extras(settings: PreflightSettings) -> list[str]:
     from reinagent.llm import backend_of
 
-    benchmark = config.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
-    extras = ["alfworld"] if benchmark == "alfworld" and not config.env_url else []
-    models = (config.actor_model, config.reflection_model)
-    if any(backend_of(m, config.base_url) == "local" and not _hf_dir(m) for m in models):
+    benchmark = settings.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
+    extras = ["alfworld"] if benchmark == "alfworld" and not settings.env_url else []
+    models = (settings.actor_model, settings.reflection_model)
+    if any(backend_of(m, settings.base_url) == "local" and not _hf_dir(m) for m in models):
         extras.append("local")
-    if any(backend_of(m, config.base_url) == "hf" or _hf_dir(m) for m in models):
+    if any(backend_of(m, settings.base_url) == "hf" or _hf_dir(m) for m in models):
         extras.append("hf")
     return extras
 
@@ -116,11 +130,11 @@ def _hf_dir(model: str) -> bool:
     return path.is_dir() and (path / "config.json").is_file() and not (path / "openvino_model.xml").is_file()
 
 
-def check_extras(config: RunConfig) -> None:
-    for extra in needed_extras(config):
+def check_extras(settings: PreflightSettings) -> None:
+    for extra in needed_extras(settings):
         missing = [m for m in EXTRAS[extra] if not importable(m)]
         if missing:
-            what = f"benchmark {config.benchmark}" if extra == "alfworld" else f"model {config.model!r}"
+            what = f"benchmark {settings.benchmark}" if extra == "alfworld" else f"model {settings.actor_model!r}"
             raise PreflightError(Failure(
                 what, f"needs the {extra} extra (module {missing[0]} is not installed)",
                 f"install it with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)",

@@ -19,7 +19,7 @@ from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent
 from reinagent.errors import ConfigError, RunDirError
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
-    preflight, prepare, resolve, select_tasks,
+    preflight, preflight_settings, prepare, resolve, rollout_settings, select_tasks,
 )
 from reinagent.records import RunSpec, TrialRecord
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
@@ -103,7 +103,7 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     from reinagent.preflight import check_model_flags
     from reinagent.stores import is_directory
 
-    check_model_flags(config)  # a new run only: a resumed one keeps what its spec recorded
+    check_model_flags(preflight_settings(config))  # a new run only: a resumed one keeps what its spec recorded
     config, bench, tasks = _prepare(config)
     if config.store is not None and not is_directory(config.store):
         return _start_in_database(config, bench, tasks, progress)
@@ -132,7 +132,7 @@ def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], p
 
     db = open_store(config.store)  # connect first: an unreachable database is one line, in seconds
     try:
-        run_id = new_run_id(config)
+        run_id = new_run_id(config.benchmark, config.agent, config.strategy.value)
         log_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
         config = config.model_copy(update={"store": db.url, "run_dir": str(log_dir)})  # no password kept
         preflight(config)

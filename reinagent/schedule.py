@@ -42,7 +42,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     await write_missing_reflections(exp, done, limit)
     # An errored (task, trial) was never judged: nothing of it enters memory.
     memories = rebuild_memory((r for r in done.values() if r.error is None), cfg.memory_size)
-    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild))
+    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), executor_settings(cfg))
     try:
         if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
             await executor.start()  # a local model loads (or a cluster is joined) once work exists
@@ -52,6 +52,16 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
             await _pipeline(exp, executor, done, memories, limit, progress)
     finally:
         await executor.aclose()
+
+
+def executor_settings(config):
+    """What an executor (executors/, the layer below) reads of the run's settings; `run_settings`
+    travels to a Ray worker, which rebuilds the experiment from it (experiment.rebuild)."""
+    from reinagent.executors import ExecutorSettings
+
+    return ExecutorSettings(name=config.executor, ray_address=config.ray_address,
+                            models=(config.actor_model, config.reflection_model), base_url=config.base_url,
+                            precision=config.precision, run_settings=config.model_dump_json())
 
 
 def _pending(exp, done: dict[Key, TrialRecord], trial: int) -> list[Task]:

@@ -152,6 +152,12 @@ NEVER: list[tuple[str, tuple[str, ...]]] = [
     ("reinagent.config", ("reinagent.rollouts",)),
     ("reinagent.llm", ("reinagent.benchmarks", "reinagent.agents")),
     ("reinagent.programming", ("reinagent.benchmarks",)),
+    # handed the few typed settings they read (docs/architecture.md "How settings travel"), never
+    # the run's whole config
+    ("reinagent.llm", ("reinagent.config",)),
+    ("reinagent.stores", ("reinagent.config",)),
+    ("reinagent.executors", ("reinagent.config",)),
+    ("reinagent.preflight", ("reinagent.config",)),
 ]
 
 
@@ -298,7 +304,8 @@ def _mutant(tmp_path: Path, rel: str, anchor: str, lazy_import: str) -> dict[str
 
 def test_a_lazy_import_that_breaks_a_rule_is_caught(tmp_path):
     """Mutants: the executor importing the episode function inside a method again; config.py
-    asking the rollouts for their names inside its validator again (a loop, and up the layers)."""
+    asking the rollouts for their names inside its validator again (a loop, and up the layers);
+    the preflight reading the run's config again instead of its PreflightSettings."""
     graph = _mutant(tmp_path / "a", "executors/local.py", "    async def start(self) -> None:",
                     "from reinagent.episode import run_episode")
     assert _forbidden(graph) == [("reinagent.executors.local", "reinagent.episode")]
@@ -307,6 +314,9 @@ def test_a_lazy_import_that_breaks_a_rule_is_caught(tmp_path):
     assert _forbidden(graph) == [("reinagent.config", "reinagent.rollouts.base")]
     assert ("reinagent.config", "reinagent.rollouts.base") in _upward(graph)
     assert any("reinagent.config" in circle for circle in _circles(graph))
+    graph = _mutant(tmp_path / "c", "preflight.py", "def check_extras(settings: PreflightSettings) -> None:",
+                    "from reinagent.config import RunConfig")
+    assert _forbidden(graph) == [("reinagent.preflight", "reinagent.config")]
 
 
 def test_no_import_circle_between_files():

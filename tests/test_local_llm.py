@@ -135,13 +135,17 @@ def test_local_is_the_openvino_engine_and_a_hf_checkpoint_goes_to_transformers(t
 
 def test_preflight_names_the_extra_each_engine_needs(tmp_path):
     from reinagent.config import build_config
+    from reinagent.experiment import preflight_settings
     from reinagent.preflight import needed_extras
 
-    assert needed_extras(build_config(model="local")) == ["local"]
-    assert needed_extras(build_config(model="ov")) == ["local"]
-    assert needed_extras(build_config(model="hf")) == ["hf"]
+    def extras(**flags):
+        return needed_extras(preflight_settings(build_config(**flags)))
+
+    assert extras(model="local") == ["local"]
+    assert extras(model="ov") == ["local"]
+    assert extras(model="hf") == ["hf"]
     (tmp_path / "config.json").write_text("{}")
-    assert needed_extras(build_config(model=f"local:{tmp_path}")) == ["hf"]
+    assert extras(model=f"local:{tmp_path}") == ["hf"]
 
 
 # ----- the transformers engine on the embedded model -------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 
 from reinagent.config import RunConfig
 from reinagent.errors import ConfigError
+from reinagent.experiment import preflight_settings
 from reinagent.llm.fake_server import FakeOpenAIServer
 from reinagent.outcome import EXIT_ALL_ERRORS, EXIT_SOME_ERRORS, Outcome, error_kind
 from reinagent.preflight import PreflightError, check_extras
@@ -101,22 +102,23 @@ def test_a_server_that_refuses_the_key_is_named(tmp_path):
 
 
 def test_a_local_litellm_provider_gets_a_connection_check(monkeypatch):
-    from reinagent.preflight import preflight
+    from reinagent.preflight import PreflightSettings, preflight
 
+    settings = PreflightSettings(benchmark="hotpotqa", actor_model="ollama/llama3", reflection_model="ollama/llama3")
     monkeypatch.setenv("OLLAMA_API_BASE", "http://127.0.0.1:1")
     with pytest.raises(PreflightError) as err:
-        preflight(RunConfig(model="ollama/llama3"))
+        preflight(settings)
     assert "http://127.0.0.1:1" in str(err.value) and "connection refused" in str(err.value)
     with FakeOpenAIServer() as server:  # something listening there: the check passes
         monkeypatch.setenv("OLLAMA_API_BASE", server.base_url.removesuffix("/v1"))
-        preflight(RunConfig(model="ollama/llama3"))
+        preflight(settings)
         assert server.count == 0  # no completion was asked for
 
 
 def test_missing_alfworld_extra_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "textworld", None)  # `import textworld` fails, as when not installed
     with pytest.raises(PreflightError) as err:
-        check_extras(RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1"))
+        check_extras(preflight_settings(RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1")))
     text = str(err.value)
     assert "alfworld extra" in text and "textworld" in text and "pip install -e '.[alfworld]'" in text
     assert "\n" not in text

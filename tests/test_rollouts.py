@@ -26,11 +26,13 @@ LESSON = "LESSON: give the legal form in full"
 
 def test_registry_names_every_rollout_and_imports_lazily():
     assert set(_REGISTRY) == set(ROLLOUTS)
-    cfg = RunConfig()
+    from reinagent.experiment import rollout_settings
+
+    settings = rollout_settings(RunConfig())
     for name in ("react", "tot", "mcts"):
-        assert make_rollout(name, cfg).name == name
+        assert make_rollout(name, settings).name == name
     with pytest.raises(ConfigError, match="unknown rollout 'bfs'; valid: react, tot, mcts or multi-turn"):
-        make_rollout("bfs", cfg)
+        make_rollout("bfs", settings)
 
 
 @pytest.mark.parametrize("flags, needles", [

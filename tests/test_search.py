@@ -22,7 +22,7 @@ from reinagent.memory import MemoryView
 from reinagent.records import Trajectory
 from reinagent.rollouts import Episode, make_rollout
 from reinagent.rollouts.branching import Branching
-from reinagent.runner import resolve
+from reinagent.runner import resolve, rollout_settings
 from reinagent.strategy import ReflexionStrategy
 
 LESSON = "LESSON: answer with the legal form"
@@ -59,7 +59,7 @@ def episode(llm, rollout="mcts", agent="cot-context", strategy="reflexion", **se
     task = bench.load_tasks(cfg.split)[0]
     actor = Actor(llm, Trajectory(), f"{task.task_id}/trial1", Budget.of(cfg))
     view = MemoryView(1, ReflexionStrategy(strategy))
-    return Episode(bench, bench.make_agent(cfg.agent, cfg), task, view, actor, cfg), cfg
+    return Episode(bench, bench.make_agent(cfg.agent, cfg), task, view, actor, cfg, rollout_settings(cfg)), cfg
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,7 +73,7 @@ def third_sample_right(j: int, _text: str, _steps: int = 0) -> str:
 
 
 def run(ep, cfg):
-    return asyncio.run(make_rollout(cfg.rollout, cfg).run(ep))
+    return asyncio.run(make_rollout(cfg.rollout, ep.settings).run(ep))
 
 
 @pytest.mark.parametrize("rollout", ["react", "tot", "mcts"])

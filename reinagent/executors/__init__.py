@@ -4,7 +4,7 @@ The schedule (reinagent/schedule.py) decides *when* a (task, trial) runs and sta
 writer of the run's store; an executor only turns (task, trial, memory, previous record) into a
 TrialRecord. A rollout never knows which executor runs it.
 
-    base.py     the Executor interface; EpisodeParts, what the run layer hands it
+    base.py     the Executor interface; EpisodeParts and ExecutorSettings, what the run layer hands it
     local.py    episodes in this process (the run_episode it is handed, under asyncio)
     ray.py      one Ray task per (task, trial); check_ray's one-line errors before any work
     ray_model.py  the embedded model on Ray: one actor holding the engine, called by every episode
@@ -13,7 +13,7 @@ TrialRecord. A rollout never knows which executor runs it.
 from __future__ import annotations
 
 from reinagent.errors import ConfigError, choices
-from reinagent.executors.base import EpisodeParts, Executor
+from reinagent.executors.base import EpisodeParts, Executor, ExecutorSettings
 
 EXECUTORS = ("local", "ray")
 
@@ -26,19 +26,19 @@ def check_executor(name: str, ray_address: str | None = None) -> None:
         check_ray(ray_address)
 
 
-def make_executor(exp, parts: EpisodeParts) -> Executor:
-    """The executor `exp.config.executor` names, handed the episode function and the experiment
-    factory from above (`parts`)."""
-    name = getattr(exp.config, "executor", "local") or "local"
+def make_executor(exp, parts: EpisodeParts, settings: ExecutorSettings) -> Executor:
+    """The executor `settings.name` names, handed the episode function and the experiment factory
+    from above (`parts`)."""
+    name = settings.name or "local"
     if name == "local":
         from reinagent.executors.local import LocalExecutor
 
-        return LocalExecutor(exp, parts)
+        return LocalExecutor(exp, parts, settings)
     if name == "ray":
         from reinagent.executors.ray import RayExecutor
 
-        return RayExecutor(exp, parts)
+        return RayExecutor(exp, parts, settings)
     raise ConfigError(f"unknown executor {name!r}; valid: {choices(EXECUTORS)}")
 
 
-__all__ = ["EXECUTORS", "EpisodeParts", "Executor", "check_executor", "make_executor"]
+__all__ = ["EXECUTORS", "EpisodeParts", "Executor", "ExecutorSettings", "check_executor", "make_executor"]

@@ -23,14 +23,28 @@ class EpisodeParts:
     rebuild: Callable[..., Any]
 
 
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """The run settings an executor reads (the --flags of the same names), resolved by the layer
+    above (schedule.executor_settings): an executor never reads the run's config."""
+
+    name: str = "local"  # --executor: local or ray
+    ray_address: str | None = None  # --executor ray: a running cluster; None: start a local one
+    models: tuple[str, ...] = ()  # the actor's and the reflector's model strings (ray: one actor per embedded one)
+    base_url: str | None = None  # where the models are served (which of them are embedded)
+    precision: str | None = None  # the embedded engine's, for its Ray actor
+    run_settings: str = "{}"  # the run's settings as JSON (no keys): opaque here, handed to `rebuild` on a worker
+
+
 class Executor(abc.ABC):
     """Runs episodes for one experiment. The driver appends the records it returns; an executor
     never writes to the run's store itself (one writer), and never raises for a failed episode:
     the failure is the record's `error`."""
 
-    def __init__(self, exp, parts: EpisodeParts):
+    def __init__(self, exp, parts: EpisodeParts, settings: ExecutorSettings):
         self.exp = exp
         self.parts = parts
+        self.settings = settings
 
     async def start(self) -> None:
         """Get ready before the first episode (load a local model, join a cluster)."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from reinagent.benchmarks.base import Task
 from reinagent.errors import ConfigError
-from reinagent.executors.base import EpisodeParts, Executor
+from reinagent.executors.base import EpisodeParts, Executor, ExecutorSettings
 from reinagent.memory import EpisodicMemory
 from reinagent.records import TrialRecord
 
@@ -47,7 +47,7 @@ CONNECT_TIMEOUT_S = 3.0
 class EpisodeJob:
     """Everything a worker needs for one (task, trial); pickled by Ray."""
 
-    config: str  # RunConfig as JSON (no keys: those are read on the worker)
+    config: str  # the run's settings as JSON (no keys: those are read on the worker)
     run_key: str | None  # scopes the response cache to the run, as on the driver
     run_name: str
     task: Task
@@ -112,12 +112,12 @@ def _speaks_grpc(sock: socket.socket) -> bool:
 
 
 class RayExecutor(Executor):
-    def __init__(self, exp, parts: EpisodeParts):
-        super().__init__(exp, parts)
+    def __init__(self, exp, parts: EpisodeParts, settings: ExecutorSettings):
+        super().__init__(exp, parts, settings)
         self._owns_ray = False
         self._remote = None
         self._models: list = []  # ray_model.ModelRef: the embedded model's actors, started here
-        self._config = exp.config.model_dump_json()
+        self._config = settings.run_settings
         self._run_key = _run_key(exp)
         run_dir = getattr(exp.store, "run_dir", None)  # a database store may have none
         self._run_name = Path(run_dir).name if run_dir else "run"
@@ -125,9 +125,9 @@ class RayExecutor(Executor):
     async def start(self) -> None:
         import ray
 
-        check_ray(self.exp.config.ray_address)
+        check_ray(self.settings.ray_address)
         if not ray.is_initialized():
-            address = self.exp.config.ray_address
+            address = self.settings.ray_address
             try:
                 # Workers log to their own files; the driver's stderr keeps the one line per trial.
                 ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
@@ -146,8 +146,8 @@ class RayExecutor(Executor):
         self._remote = ray.remote(num_cpus=cpus, max_retries=MAX_RETRIES, retry_exceptions=False)(run_job)
         from reinagent.executors.ray_model import embedded_models, start_models
 
-        if embedded_models(self.exp.config):
-            self._models = await start_models(self.exp.config)
+        if embedded_models(self.settings.models, self.settings.base_url):
+            self._models = await start_models(self.settings.models, self.settings.base_url, self.settings.precision)
 
     async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
                       previous: TrialRecord | None) -> TrialRecord:

@@ -44,11 +44,11 @@ class ModelRef:
     info: dict  # name, source, supports_regex, default_concurrency of the backend the actor holds
 
 
-def embedded_models(config) -> list[str]:
+def embedded_models(models: Sequence[str], base_url: str | None) -> list[str]:
+    """Those of the run's model strings that run in-process (one Ray actor each)."""
     from reinagent.llm import backend_of
 
-    return sorted({m for m in (config.actor_model, config.reflection_model)
-                   if backend_of(m, config.base_url) in EMBEDDED})
+    return sorted({m for m in models if backend_of(m, base_url) in EMBEDDED})
 
 
 class ModelServer:
@@ -78,18 +78,18 @@ class ModelServer:
         await self.llm.aclose()
 
 
-async def start_models(config) -> list[ModelRef]:
+async def start_models(models: Sequence[str], base_url: str | None, precision: str | None) -> list[ModelRef]:
     """One loaded actor per embedded model of the run, with the local executor's loading lines."""
     import ray
 
     refs = []
-    for model in embedded_models(config):
+    for model in embedded_models(models, base_url):
         name = f"reinagent-model-{uuid.uuid4().hex[:12]}"
         cpus = float(os.environ.get("REINAGENT_RAY_MODEL_CPUS", "0") or 0)
         gpus = float(os.environ.get("REINAGENT_RAY_MODEL_GPUS", "0") or 0)
         actor_class = ray.remote(num_cpus=cpus, num_gpus=gpus, max_concurrency=MAX_CALLS_IN_FLIGHT,
                                  max_restarts=0)(ModelServer)
-        handle = actor_class.options(name=name).remote(model, config.base_url, getattr(config, "precision", None))
+        handle = actor_class.options(name=name).remote(model, base_url, precision)
         print(f"loading model {model} in a Ray actor ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:

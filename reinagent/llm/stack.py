@@ -2,12 +2,15 @@
 
     CachedLLM(LimitedLLM(backend))
 
-The cache is outermost so that a hit never waits for a slot under the per-model limit.
+The cache is outermost so that a hit never waits for a slot under the per-model limit. What the
+stack depends on of a run's settings is `ModelSettings`, resolved by the caller
+(`experiment.model_settings`): this layer never reads a run's whole config.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +18,6 @@ from reinagent.llm import backend_of, make_llm
 from reinagent.llm.base import LLM
 
 if TYPE_CHECKING:
-    from reinagent.config import RunConfig
     from reinagent.llm.cache import ResponseStore
     from reinagent.llm.constrained import GrammarChoice
 
@@ -24,22 +26,35 @@ if TYPE_CHECKING:
 UNCACHED_BACKENDS = frozenset({"scripted"})
 
 
-def response_cache_dir(config: RunConfig) -> Path:
+@dataclass(frozen=True)
+class ModelSettings:
+    """The run settings a model stack depends on (the --flags of the same names)."""
+
+    base_url: str | None = None  # an OpenAI-compatible server, or a litellm provider's URL
+    api_key_env: str | None = None  # the variable holding base_url's key (its name only)
+    precision: str | None = None  # the local engine's fast or exact; None: the engine's default
+    deterministic: bool = False  # the local engine decodes one sequence at a time
+    max_model_concurrency: int | None = None  # None: no cap on requests in flight per model
+    cache: bool = True  # the response cache
+    cache_dir: str | None = None  # None: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses
+    cache_scope: str = "run"  # run: only the run's own calls are replayed; shared: any run's
+
+
+def response_cache_dir(cache_dir: str | None) -> Path:
     """--cache-dir, else $REINAGENT_CACHE_DIR/responses, else ~/.cache/reinagent/responses."""
     from reinagent.paths import cache_root
 
-    return Path(config.cache_dir).expanduser() if config.cache_dir else cache_root() / "responses"
+    return Path(cache_dir).expanduser() if cache_dir else cache_root() / "responses"
 
 
-def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: str | None = None,
+def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_key: str | None = None,
               grammar: GrammarChoice | None = None) -> LLM:
-    """Backend for `model` as configured for this run. `run_key` names the run for the response
+    """Backend for `model` as `settings` configure it. `run_key` names the run for the response
     cache: with cache_scope "run" (the default) only calls of that run are replayed. `grammar`
     (the actor's, resolved by experiment.grammar_choice) holds the actor to it where it applies."""
-    kind = backend_of(model, config.base_url)
-    precision = getattr(config, "precision", None)  # None until config.py has the key: the engine's default
-    backend = make_llm(model, base_url=config.base_url, role=role, api_key_env=config.api_key_env, precision=precision,
-                       deterministic=getattr(config, "deterministic", False))
+    kind = backend_of(model, settings.base_url)
+    backend = make_llm(model, base_url=settings.base_url, role=role, api_key_env=settings.api_key_env,
+                       precision=settings.precision, deterministic=settings.deterministic)
     llm = backend
     choice, grammar = grammar, None
     if role == "actor" and choice is not None:
@@ -48,29 +63,29 @@ def build_llm(model: str, config: RunConfig, *, role: str = "actor", run_key: st
         grammar = actor_grammar(choice, backend)  # a regex, or the name of a per-step grammar
         if grammar:  # innermost: the cache below keys the grammar through the model identity
             llm = ConstrainedLLM(llm, grammar_function(grammar))
-    if config.max_model_concurrency:
+    if settings.max_model_concurrency:
         from reinagent.llm.limit import LimitedLLM
 
-        llm = LimitedLLM(llm, config.max_model_concurrency)
-    if config.cache and kind not in UNCACHED_BACKENDS:
+        llm = LimitedLLM(llm, settings.max_model_concurrency)
+    if settings.cache and kind not in UNCACHED_BACKENDS:
         from reinagent.llm.cache import CachedLLM, model_identity
 
-        store = open_store(config)
+        store = open_store(settings.cache_dir)
         if store is not None:
             weights = getattr(backend, "source", None) if kind in ("local", "hf") else None  # the file or folder loaded
             from reinagent.llm.cache import scoped_identity
 
-            identity = model_identity(model, config.base_url, weights)
+            identity = model_identity(model, settings.base_url, weights)
             if getattr(backend, "precision", None):  # fast and exact give different text
                 identity["precision"] = backend.precision
             if grammar:
                 identity["grammar"] = grammar
-            identity = scoped_identity(identity, config.cache_scope, run_key)
+            identity = scoped_identity(identity, settings.cache_scope, run_key)
             llm = CachedLLM(llm, store, identity)
     return llm
 
 
-def open_store(config: RunConfig) -> ResponseStore | None:
+def open_store(cache_dir: str | None) -> ResponseStore | None:
     """The run's response store. A --cache-dir that cannot be used is the user's to fix (an
     error); the default one failing (a read-only home) only costs the savings (a warning)."""
     import sqlite3
@@ -78,11 +93,11 @@ def open_store(config: RunConfig) -> ResponseStore | None:
     from reinagent.errors import ConfigError
     from reinagent.llm.cache import ResponseStore
 
-    directory = response_cache_dir(config)
+    directory = response_cache_dir(cache_dir)
     try:
         return ResponseStore(directory)
     except (OSError, sqlite3.Error) as err:
-        if config.cache_dir:
+        if cache_dir:
             raise ConfigError(f"cannot use --cache-dir {directory}: {err} (or run with --no-cache)") from None
         print(f"warning: response cache {directory} unusable ({err}); running without it", file=sys.stderr)
         return None

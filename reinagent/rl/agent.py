@@ -145,15 +145,16 @@ class RLAgent:
         from reinagent.agents.base import Actor, Budget
         from reinagent.memory import MemoryView
         from reinagent.rollouts import Episode, make_rollout
-        from reinagent.runner import build_models
+        from reinagent.runner import build_models, rollout_settings
         from reinagent.strategy import ReflexionStrategy
 
         cfg = self.run_config
+        settings = rollout_settings(cfg)
         actor_llm, _, llms = build_models(cfg)
         try:
             actor = Actor(actor_llm, Trajectory(), f"{task.task_id}/rl", budget=Budget.of(cfg))
-            episode = Episode(self.bench, self.agent, task, MemoryView(1, ReflexionStrategy.NONE), actor, cfg)
-            return await make_rollout(cfg.rollout, cfg).run(episode)
+            episode = Episode(self.bench, self.agent, task, MemoryView(1, ReflexionStrategy.NONE), actor, cfg, settings)
+            return await make_rollout(cfg.rollout, settings).run(episode)
         finally:
             for llm in llms:
                 await llm.aclose()

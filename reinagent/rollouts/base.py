@@ -1,5 +1,7 @@
 """The Rollout interface: one episode of one task, as a strategy runs it, and the lazy registry
-(its names live in reinagent/names.py, below config.py, which checks them)."""
+(its names live in reinagent/names.py, below config.py, which checks them). What a rollout reads
+of the run's settings is `RolloutSettings`, resolved by `experiment.rollout_settings`; the run's
+config travels in the Episode only to be handed to the benchmark (`make_env`, `evaluate`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,25 @@ if TYPE_CHECKING:
 _REGISTRY = ROLLOUT_CLASSES  # the registry itself lives below config (reinagent/names.py)
 
 
+@dataclass(frozen=True)
+class RolloutSettings:
+    """The run settings rollouts read (the --flags of the same names, as RunConfig validated them)."""
+
+    max_steps: int | None  # the agent's step budget (None: the agent's default)
+    seed: int  # sampled value judgements derive their seeds from it
+    tot_breadth: int  # tot: next steps sampled per kept path
+    tot_keep: int  # tot: best paths kept per depth
+    tot_depth: int | None  # tot/mcts: depth limit (None: the step budget)
+    value_samples: int  # tot/mcts: LLM value judgements per node
+    search_temperature: float  # tot/mcts: sampling temperature of searched steps
+    search_judge: str  # tot/mcts: reward or value judges a terminal node inside the search
+    mcts_iterations: int | None  # mcts: iterations (None: the benchmark's own, else 10)
+    mcts_children: int  # mcts: children sampled per expansion
+    mcts_exploration: float  # mcts: the UCT exploration constant
+    max_turns: int  # multi-turn: answers per episode
+    turn_discount: float  # multi-turn: a right answer on turn t earns reward * d**(t-1)
+
+
 @dataclass
 class Episode:
     """One (task, trial) as a rollout sees it. `actor.rollout_id` is the episode's id
@@ -33,7 +54,8 @@ class Episode:
     task: Task
     memory: MemoryView
     actor: Actor
-    config: RunConfig
+    config: RunConfig  # handed to the benchmark (make_env, evaluate); rollouts read `settings`
+    settings: RolloutSettings
     reflector: Reflector | None = None  # search rollouts reflect on failed branches (None: the actor's model)
     benchmark_evaluations: int = 0  # how often the benchmark's judge ran in this (task, trial)
 
@@ -58,14 +80,14 @@ class Rollout(abc.ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, config: RunConfig):
-        self.config = config
+    def __init__(self, settings: RolloutSettings):
+        self.settings = settings
 
     @abc.abstractmethod
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]: ...
 
 
-def make_rollout(name: str, config: RunConfig) -> Rollout:
+def make_rollout(name: str, settings: RolloutSettings) -> Rollout:
     """The rollout called `name`, its module imported now (a ConfigError names the valid ones)."""
     module_name, cls_name = _REGISTRY[check_rollout(name)]
     try:
@@ -74,4 +96,4 @@ def make_rollout(name: str, config: RunConfig) -> Rollout:
         if err.name != module_name:
             raise
         raise ConfigError(f"rollout {name!r} is not available in this installation ({module_name} missing)") from None
-    return getattr(module, cls_name)(config)
+    return getattr(module, cls_name)(settings)

@@ -29,7 +29,7 @@ import math
 from typing import ClassVar
 
 from reinagent.records import Evaluation, Trajectory
-from reinagent.rollouts.base import Episode, Rollout
+from reinagent.rollouts.base import Episode, Rollout, RolloutSettings
 from reinagent.rollouts.search import Search, run_search
 
 DEFAULT_ITERATIONS = 10  # benchmarks without their own `mcts_iterations`
@@ -39,8 +39,8 @@ class MctsRollout(Rollout):
     name: ClassVar[str] = "mcts"
 
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]:
-        run = _Run(Search(episode, MctsRollout.name, "score"), self.config)
-        run.iterations = self.config.mcts_iterations or getattr(episode.benchmark, "mcts_iterations", DEFAULT_ITERATIONS)
+        run = _Run(Search(episode, MctsRollout.name, "score"), self.settings)
+        run.iterations = self.settings.mcts_iterations or getattr(episode.benchmark, "mcts_iterations", DEFAULT_ITERATIONS)
         return await run_search(run.search, run.body)
 
 
@@ -54,9 +54,9 @@ class _Run:
     """The state of one MCTS episode: the shared Search, the returns backed up through each node
     and the nodes closed because all their children ended."""
 
-    def __init__(self, search: Search, config):
+    def __init__(self, search: Search, settings: RolloutSettings):
         self.search = search
-        self.config = config
+        self.settings = settings
         self.iterations = DEFAULT_ITERATIONS
         self.returns: dict[int, float] = {}  # per node: the sum of the returns backed up through it
         self.closed: set[int] = set()
@@ -66,7 +66,7 @@ class _Run:
         s = self.search
         for it in range(self.iterations):
             leaf = self.select()
-            kids = await s.expand([leaf], self.config.mcts_children, lambda p, j: f"mcts/it{it}/n{p}/c{j}")
+            kids = await s.expand([leaf], self.settings.mcts_children, lambda p, j: f"mcts/it{it}/n{p}/c{j}")
             if await self.settle(kids, f"mcts/it{it}") or s.stopped or not kids:
                 return
             for k in kids:
@@ -101,7 +101,7 @@ class _Run:
         s = self.search
         node, met = start, [self.prior(start)]
         while not s.nodes[node].terminal:
-            kids = await s.expand([node], self.config.mcts_children, lambda p, j: f"mcts/it{it}/sim/n{p}/c{j}")
+            kids = await s.expand([node], self.settings.mcts_children, lambda p, j: f"mcts/it{it}/sim/n{p}/c{j}")
             if not kids:
                 break
             if await self.settle(kids, f"mcts/it{it}/sim"):
@@ -128,7 +128,7 @@ class _Run:
         """From the root down by UCT among open children. A node whose children all ended is
         closed and the walk backtracks to its parent; the root is returned (to be expanded again)
         when it has no open child left."""
-        s, c = self.search, self.config.mcts_exploration
+        s, c = self.search, self.settings.mcts_exploration
         node = 0
         while True:
             kids = s.children(node)

@@ -30,7 +30,7 @@ from reinagent.records import Evaluation, Trajectory
 from reinagent.rollouts.base import Episode, Rollout
 
 if TYPE_CHECKING:
-    from reinagent.config import RunConfig
+    from reinagent.rollouts.base import RolloutSettings
 
 FEEDBACK = "Unfortunately your answer is wrong. Let's try again."
 RETRY_AFTER = ("finished", "step_budget")  # how a turn may end and still be followed by another
@@ -73,9 +73,9 @@ def check_agent(benchmark: str, agent: str | None) -> None:
 class MultiTurnRollout(Rollout):
     name: ClassVar[str] = "multi-turn"
 
-    def __init__(self, config: RunConfig):
-        super().__init__(config)
-        self.max_turns, self.discount = config.max_turns, config.turn_discount
+    def __init__(self, settings: RolloutSettings):
+        super().__init__(settings)
+        self.max_turns, self.discount = settings.max_turns, settings.turn_discount
         check_settings(self.max_turns, self.discount)
 
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]:

@@ -34,7 +34,7 @@ class Search:
         self.evaluations: dict[int, Evaluation] = {}
         self.reflections: list[str] = []
         self.stopped: str | None = None  # the budget that ended the search early
-        cfg = episode.config
+        cfg = episode.settings
         self.samples = cfg.value_samples
         self.value_params = value_params(cfg.value_samples, cfg.search_temperature, cfg.seed)
         # what judges a terminal node inside the search (see the module's docstring)

@@ -66,7 +66,7 @@ class Stepper(abc.ABC):
         self.episode, self.name = episode, name
         self.agent, self.task = episode.agent, episode.task
         self.branching = Branching(episode.make_env, self.prepare_env)
-        cfg = episode.config
+        cfg = episode.settings
         self.params: GenerationParams = replace(self.agent_params(), temperature=cfg.search_temperature)
         self.max_depth = cfg.tot_depth or self.default_depth()
 
@@ -74,7 +74,7 @@ class Stepper(abc.ABC):
         return self.agent.params
 
     def default_depth(self) -> int:
-        return self.episode.config.max_steps or 6
+        return self.episode.settings.max_steps or 6
 
     async def prepare_env(self, env) -> None:  # noqa: B027 - after a reset, before a replay
         pass
@@ -205,7 +205,7 @@ class CoderStepper(Stepper):
         return self.agent.impl_params
 
     def default_depth(self) -> int:
-        return self.episode.config.max_steps or 4
+        return self.episode.settings.max_steps or 4
 
     async def prepare_env(self, env) -> None:
         env.set_internal_tests(self._tests)

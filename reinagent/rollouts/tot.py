@@ -22,7 +22,7 @@ class TotRollout(Rollout):
 
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]:
         search = Search(episode, self.name, "words")
-        cfg = self.config
+        cfg = self.settings
 
         async def body() -> None:
             frontier = [0]

@@ -71,12 +71,11 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def new_run_id(config) -> str:
+def new_run_id(benchmark: str, agent: str, strategy: str) -> str:
     """Like a default run directory's name, plus a random tail: runs started in the same second on
     two machines into one database must not collide."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    strategy = getattr(config.strategy, "value", config.strategy)
-    return f"{config.benchmark}-{config.agent}-{strategy}-{stamp}-{secrets.token_hex(3)}"
+    return f"{benchmark}-{agent}-{strategy}-{stamp}-{secrets.token_hex(3)}"
 
 
 def record_sample(record: TrialRecord) -> int:
