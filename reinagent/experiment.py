@@ -130,9 +130,14 @@ def model_settings(config: RunConfig) -> ModelSettings:
     """What the model stack (llm/stack.py) reads of the run's settings."""
     from reinagent.llm.stack import ModelSettings
 
-    return ModelSettings(base_url=config.base_url, api_key_env=config.api_key_env, precision=config.precision,
-                         deterministic=config.deterministic, max_model_concurrency=config.max_model_concurrency,
-                         cache=config.cache, cache_dir=config.cache_dir, cache_scope=config.cache_scope)
+    return _picked(ModelSettings, config)
+
+
+def _picked(settings_class, config: RunConfig):
+    """`settings_class` (a dataclass whose fields are RunConfig names) filled from the run's config."""
+    import dataclasses
+
+    return settings_class(**{f.name: getattr(config, f.name) for f in dataclasses.fields(settings_class)})
 
 
 def grammar_choice(config: RunConfig) -> GrammarChoice:
@@ -208,20 +213,14 @@ def rollout_settings(config: RunConfig) -> RolloutSettings:
     """What a rollout (rollouts/) reads of the run's settings."""
     from reinagent.rollouts.base import RolloutSettings
 
-    return RolloutSettings(
-        max_steps=config.max_steps, seed=config.seed, tot_breadth=config.tot_breadth, tot_keep=config.tot_keep,
-        tot_depth=config.tot_depth, value_samples=config.value_samples, search_temperature=config.search_temperature,
-        search_judge=config.search_judge, mcts_iterations=config.mcts_iterations, mcts_children=config.mcts_children,
-        mcts_exploration=config.mcts_exploration, max_turns=config.max_turns, turn_discount=config.turn_discount)
+    return _picked(RolloutSettings, config)
 
 
 def preflight_settings(config: RunConfig) -> PreflightSettings:
     """What the checks before the first episode (preflight.py) read of the run's settings."""
     from reinagent.preflight import PreflightSettings
 
-    return PreflightSettings(benchmark=config.benchmark, actor_model=config.actor_model,
-                             reflection_model=config.reflection_model, base_url=config.base_url,
-                             api_key_env=config.api_key_env, env_url=config.env_url)
+    return _picked(PreflightSettings, config)
 
 
 def prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:

@@ -81,8 +81,6 @@ def read_answer(reply: str | None) -> tuple[str | None, tuple]:
         # an expression left for the reader to evaluate is not an answer: its last number is
         numbers = _LAST_NUMBER.findall(text.replace(",", ""))
         parsed = _parse(numbers[-1]) if numbers else ()
-        if inside is None and parsed:
-            return str(parsed[-1]), parsed
     if not parsed:
         return None, ()
     written = inside if inside is not None else str(parsed[-1])

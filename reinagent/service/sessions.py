@@ -276,4 +276,3 @@ def session_lifespan(table: SessionTable, executor_threads: int = 16):
                     await asyncio.wait_for(closing, SHUTDOWN_S)
 
     return lifespan
-
