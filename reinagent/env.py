@@ -2,7 +2,9 @@
 
 `reset(seed=...) -> (observation, info)` and
 `step(action) -> (observation, reward, terminated, truncated, info)`; `truncated` is the step
-budget. Engines that block (a text game in a worker process, a sandboxed test run) set
+budget. A finished episode stays finished: a step after `terminated` or `truncated` raises
+EpisodeEnded until `reset` (a client that ignored `done` would otherwise be scored again, pass@k
+posing as pass@1). Engines that block (a text game in a worker process, a sandboxed test run) set
 `blocking = True` and agents step them off the event loop with `astep`.
 """
 
@@ -15,8 +17,19 @@ from typing import Any
 StepResult = tuple[str, float, bool, bool, dict[str, Any]]
 
 
+class EpisodeEnded(RuntimeError):
+    """A step sent after the episode ended (terminated or truncated): reset first."""
+
+    def __init__(self, how: str = "ended"):
+        super().__init__(f"the episode has {how}; call reset() to start a new one")
+        self.how = how
+
+
 class Env(abc.ABC):
     blocking: bool = False
+    #: how the current episode ended ("terminated" or "truncated"), None while it runs; the envs
+    #: here set it with `ending` and check it with `refuse_if_ended` (reset sets it back to None)
+    ended: str | None = None
 
     @abc.abstractmethod
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]: ...
@@ -26,6 +39,17 @@ class Env(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - most environments hold nothing
         pass
+
+    def refuse_if_ended(self) -> None:
+        """Call first in `step`: a finished episode takes no more actions (and earns no more reward)."""
+        if self.ended is not None:
+            raise EpisodeEnded(self.ended)
+
+    def ending(self, result: StepResult) -> StepResult:
+        """Return `step`'s result through this: it remembers whether the episode has ended."""
+        _, _, terminated, truncated, _ = result
+        self.ended = "terminated" if terminated else "truncated" if truncated else None
+        return result
 
     # Branching (tree-search rollouts): an env that can copy its state returns it from
     # snapshot() and takes it back in restore(), on a fresh env of the same task; the copy must
@@ -75,5 +99,11 @@ def check_env(env: Env, actions: list[str]) -> None:
         assert isinstance(terminated, bool) and isinstance(truncated, bool)
         assert isinstance(info, dict)
         if terminated or truncated:
+            try:
+                env.step(action)
+            except EpisodeEnded:
+                pass
+            else:
+                raise AssertionError("a step after the episode ended must raise EpisodeEnded")
             break
     env.close()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import gymnasium
 import pytest
 
-from reinagent.service.gym import STEP_BUDGETS, make_vec
+from reinagent.env import EpisodeEnded
+from reinagent.service.gym import ONE_STEP, STEP_BUDGETS, make_vec
 from tests.test_alfworld import HAVE_ALFWORLD
 from tests.test_env_service import Server
 from tests.test_gym import _check
@@ -38,7 +39,50 @@ def test_check_env_passes_for_every_registered_id(env_id):
 @pytest.mark.parametrize("env_id", [i for i in IDS if i != "reinagent/remote-v1"])
 def test_specs_carry_the_step_budget(env_id):
     name = env_id.split("/")[1].rsplit("-v", 1)[0]
-    assert gymnasium.spec(env_id).max_episode_steps == STEP_BUDGETS[name]
+    # one-implementation episodes end by themselves on step 1: a limit of 1 would also truncate it
+    assert gymnasium.spec(env_id).max_episode_steps == (None if name in ONE_STEP else STEP_BUDGETS[name])
+
+
+@pytest.mark.parametrize("env_id", ["reinagent/humaneval-v1", "reinagent/mbpp-v1"])
+def test_a_canonical_solution_terminates_without_truncation(env_id):
+    env = gymnasium.make(env_id, task_id="HumanEval/0" if "humaneval" in env_id else "Mbpp/602")
+    try:
+        task = env.unwrapped._tasks[env.unwrapped.task_id]
+        program = task.header + task.canonical  # HumanEval's canonical solution is the body only
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step(program)
+        assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True), obs
+        with pytest.raises(EpisodeEnded):  # the episode is over: a second program is not judged
+            env.step(program)
+        env.reset(seed=0)  # a reset starts the next one
+        assert env.step(program)[1] == 1.0
+    finally:
+        env.close()
+
+
+def test_observation_space_admits_every_character():
+    env = gymnasium.make("reinagent/hotpotqa-v1")
+    try:
+        for text in ("emoji 😀 past the basic plane", "a lone surrogate \udc80", "".join(map(chr, range(0x1000)))):
+            assert env.observation_space.contains(text) and env.action_space.contains(text)
+        assert not env.observation_space.contains("x" * (env.observation_space.max_length + 1))
+        assert not env.observation_space.contains(b"bytes")
+        env.action_space.seed(3)
+        sample = env.action_space.sample()
+        assert env.action_space.contains(sample) and sample.encode("utf-8")  # no surrogates drawn
+    finally:
+        env.close()
+
+
+def test_a_program_printing_emoji_is_an_observation_of_the_space():
+    env = gymnasium.make("reinagent/humaneval-v1", task_id="HumanEval/0")
+    try:
+        env.reset(seed=0)
+        env.unwrapped._env.set_internal_tests(["assert has_close_elements([], 1.0) == '😀'"])
+        obs, *_ = env.step("def has_close_elements(numbers, threshold):\n    return '😀'")
+        assert "😀" in obs and env.observation_space.contains(obs), obs
+    finally:
+        env.close()
 
 
 def test_time_aware_observation_and_truncation_by_the_spec():

@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from reinagent.env import Env, StepResult
+from reinagent.env import Env, EpisodeEnded, StepResult
 from reinagent.errors import env_count
 
 DEFAULT_MAX_STEPS = 50
@@ -302,7 +302,7 @@ class ALFWorldEnv(Env):
         if ep.info is None:
             raise RuntimeError("step() before reset()")
         if ep.terminated or ep.truncated:
-            raise RuntimeError("step() after the episode ended; call reset() first")
+            raise EpisodeEnded("terminated" if ep.terminated else "truncated")
         view = self._request(("step", action), PLANNER_TIMEOUT_S if self.expert else STEP_TIMEOUT_S)
         ep.steps += 1
         ep.info = self._info(view)

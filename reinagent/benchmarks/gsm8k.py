@@ -79,16 +79,18 @@ class MathEnv(Env):
         self.reset()
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        self.steps, self.answer = 0, None
+        self.steps, self.answer, self.ended = 0, None, None
         return f"Question: {self.task.question}", {}
 
     def step(self, action: str) -> StepResult:
+        self.refuse_if_ended()  # one answer per episode, also after the budget ran out
         self.steps += 1
         verdict = judge(action, self.task.answer)
         if verdict.answer is None:
-            return NO_NUMBER, 0.0, False, self.steps >= self.max_steps, {"answer": None}
+            return self.ending((NO_NUMBER, 0.0, False, self.steps >= self.max_steps, {"answer": None}))
         self.answer = verdict.answer
-        return f"Answer submitted: {verdict.answer}", float(verdict.success), True, False, {"answer": verdict.answer}
+        return self.ending((f"Answer submitted: {verdict.answer}", float(verdict.success), True, False,
+                            {"answer": verdict.answer}))
 
 
 # --- the benchmark -------------------------------------------------------------------------------

@@ -102,11 +102,13 @@ class DocstoreEnv(Env):
         self.lookup_hits: list[str] = []
         self.lookup_index = 0
         self.answer: str | None = None
+        self.ended = None
         return f"Question: {self.task.question}", {}
 
     def step(self, action: str) -> StepResult:
         from reinagent.agents.parsing import parse_call
 
+        self.refuse_if_ended()  # a second Finish must not be judged again
         self.steps += 1
         call = parse_call(action, ("search", "lookup", "finish"))
         terminated, reward = False, 0.0
@@ -122,17 +124,18 @@ class DocstoreEnv(Env):
             reward = float(exact_match(self.answer, self.task.answer))
             obs = f"Episode finished, answer submitted: {self.answer}"
         truncated = not terminated and self.steps >= self.max_steps
-        return obs, reward, terminated, truncated, {"answer": self.answer}
+        return self.ending((obs, reward, terminated, truncated, {"answer": self.answer}))
 
     def snapshot(self) -> dict[str, Any]:
         # Copies of the lists: a branch's Lookup cursor must never move its sibling's.
         return {"steps": self.steps, "page": None if self.page is None else list(self.page),
                 "lookup_keyword": self.lookup_keyword, "lookup_hits": list(self.lookup_hits),
-                "lookup_index": self.lookup_index, "answer": self.answer}
+                "lookup_index": self.lookup_index, "answer": self.answer, "ended": self.ended}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.steps, self.lookup_keyword = state["steps"], state["lookup_keyword"]
         self.lookup_index, self.answer = state["lookup_index"], state["answer"]
+        self.ended = state.get("ended")
         self.page = None if state["page"] is None else list(state["page"])
         self.lookup_hits = list(state["lookup_hits"])
 
@@ -183,26 +186,27 @@ class AnswerEnv(Env):
         self.reset()
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
-        self.steps, self.answer = 0, None
+        self.steps, self.answer, self.ended = 0, None, None
         return f"Question: {self.task.question}", {}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"steps": self.steps, "answer": self.answer}
+        return {"steps": self.steps, "answer": self.answer, "ended": self.ended}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.steps, self.answer = state["steps"], state["answer"]
+        self.steps, self.answer, self.ended = state["steps"], state["answer"], state.get("ended")
 
     def step(self, action: str) -> StepResult:
         from reinagent.agents.parsing import parse_call
 
+        self.refuse_if_ended()  # one answer per episode: a second one is not judged
         self.steps += 1
         call = parse_call(action, ("finish",))
         if call is None:
             obs = "Invalid action. Answer with Finish[<answer>]."
-            return obs, 0.0, False, self.steps >= self.max_steps, {"answer": None}
+            return self.ending((obs, 0.0, False, self.steps >= self.max_steps, {"answer": None}))
         self.answer = call.given  # judged as given (official EM), not with its quotes stripped
         reward = float(exact_match(self.answer, self.task.answer))
-        return f"Answer submitted: {self.answer}", reward, True, False, {"answer": self.answer}
+        return self.ending((f"Answer submitted: {self.answer}", reward, True, False, {"answer": self.answer}))
 
 
 # --- the benchmark -------------------------------------------------------------------------------

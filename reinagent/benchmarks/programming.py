@@ -59,6 +59,8 @@ def render_feedback(result: ExecResult | None, syntax: str | None) -> str:
     if result.reason == "syntax":
         return f"The code does not parse: {result.message}"
     if not result.tests:
+        if result.passed:  # nothing failed because nothing was tested: say so, not "failed (passed)"
+            return "The code ran without error; there were no unit tests to run."
         return f"The code failed before any test ran ({result.reason}): {result.message}"
     passed = [t.test for t in result.tests if t.ok]
     failed = []
@@ -105,17 +107,19 @@ class ProgrammingEnv(Env):
         self.internal_tests: list[str] = []
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        self.ended = None
         return self.task.text, {"entry_point": self.task.entry_point}
 
     def set_internal_tests(self, tests: list[str]) -> None:
         self.internal_tests = list(tests)
 
-    # The only state is the internal tests: each step runs in a fresh sandboxed process.
+    # The only state is the internal tests (and whether the one implementation was taken): each
+    # step runs in a fresh sandboxed process.
     def snapshot(self) -> dict[str, Any]:
-        return {"internal_tests": list(self.internal_tests)}
+        return {"internal_tests": list(self.internal_tests), "ended": self.ended}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.internal_tests = list(state["internal_tests"])
+        self.internal_tests, self.ended = list(state["internal_tests"]), state.get("ended")
 
     def _job(self, action: str) -> tuple[ExecJob | None, str | None]:
         syntax = syntax_error(action)
@@ -142,17 +146,19 @@ class ProgrammingEnv(Env):
         return self.bench.hidden_job(self.task, action, self.timeout_s)
 
     def step(self, action: str) -> StepResult:
+        self.refuse_if_ended()  # one implementation per episode: a second is not judged again
         job, syntax = self._job(action)
         hidden = self._hidden_job(action, syntax)
-        return self._outcome(self.bench.sandbox.run(job) if job else None, syntax,
-                             self.bench.sandbox.judge(hidden) if hidden else None)
+        return self.ending(self._outcome(self.bench.sandbox.run(job) if job else None, syntax,
+                                         self.bench.sandbox.judge(hidden) if hidden else None))
 
     # The async path (used by reinagent.env.astep): wait for a sandbox slot without a thread.
     async def astep(self, action: str) -> StepResult:
+        self.refuse_if_ended()
         job, syntax = self._job(action)
         hidden = self._hidden_job(action, syntax)
-        return self._outcome(await self.bench.sandbox.arun(job) if job else None, syntax,
-                             await self.bench.sandbox.ajudge(hidden) if hidden else None)
+        return self.ending(self._outcome(await self.bench.sandbox.arun(job) if job else None, syntax,
+                                         await self.bench.sandbox.ajudge(hidden) if hidden else None))
 
     async def areset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         return self.reset(seed=seed)

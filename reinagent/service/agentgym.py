@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,15 @@ from starlette.responses import JSONResponse
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from reinagent.env import Env, StepResult, areset, astep
+from reinagent.env import Env, EpisodeEnded, StepResult, areset, astep
+from reinagent.redact import redact
 from reinagent.service.client import EnvServiceError, finite_reward
-from reinagent.service.guard import Guard, GuardSettings
-from reinagent.service.sessions import Full, Invalid, NotFound, SessionTable, plain, session_lifespan
+from reinagent.service.guard import Guard, GuardSettings, short
+from reinagent.service.sessions import Ended, Full, Invalid, NotFound, SessionTable, plain, session_lifespan
+from reinagent.service.shutdown import AnswerWhenStopped
 
 PROTOCOLS = ("reinagent", "agentgym")
+_INT_ID = re.compile(r"-?[0-9]{1,18}")  # an id as a string ("3"): ASCII digits only ("²" is a digit to str.isdigit)
 
 
 # --- the server side ----------------------------------------------------------------------------------
@@ -72,39 +76,50 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
         raw = await request.body()
         try:
             data = json.loads(raw) if raw.strip() else {}
-        except ValueError as err:
-            raise Invalid(f"invalid JSON: {err}") from None
+        except (ValueError, RecursionError) as err:  # bad syntax or UTF-8, a 5,000-digit number, deep nesting
+            raise BadJson(f"invalid JSON: {str(err)[:200] or type(err).__name__}") from None
         if not isinstance(data, dict):
             raise Invalid(f"the body must be a JSON object, got {type(data).__name__}")
         return data
 
     def slot_of(raw: Any) -> tuple[int, _Slot]:
-        if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+        if isinstance(raw, str) and _INT_ID.fullmatch(raw.strip()):
             raw = int(raw)
         if not isinstance(raw, int) or isinstance(raw, bool):
-            raise Invalid(f"'id' must be the integer /create answered, got {raw!r}")
+            raise Invalid(f"'id' must be the integer /create answered, got {short(raw)}")
         if raw not in slots:
-            raise NotFound(f"unknown env id {raw} (closed, timed out, or never created)")
+            raise NotFound(f"unknown env id {short(raw)} (closed, timed out, or never created)")
         return raw, slots[raw]
 
     def task_at(data: dict[str, Any]) -> str:
         idx = data.get("data_idx", data.get("game", 0))
         if not isinstance(idx, int) or isinstance(idx, bool):
-            raise Invalid(f"'data_idx' must be an integer, got {idx!r}")
+            raise Invalid(f"'data_idx' must be an integer, got {short(idx)}")
         return table.task_at(idx)
 
-    async def play(slot: _Slot, call) -> tuple:
+    async def play(slot: _Slot, call, env_id: int | None = None) -> tuple:
+        """Reset (env_id None) or step (env_id given) the slot's env, one request at a time."""
         if slot.session_id is None:  # a step before any reset: task 0, as data_idx defaults to
             slot.session_id = (await table.create(table.task_at(0))).id
             await open_episode(slot)
         session = table.get(slot.session_id)
         async with session.lock:
+            if env_id is not None:  # as AgentGym's own servers: "The task with environment N has finished."
+                session.refuse_if_ended(f'POST /reset {{"id": {env_id}, "data_idx": ...}} '
+                                        "(or POST /create for a new env)")
             try:
-                return await call(session.env)
+                result = await call(session.env)
+            except EpisodeEnded as err:  # the env refused it itself: the session is fine
+                raise Ended(f"the episode has ended ({err.how}); POST /reset to start a new one") from None
             except Exception as err:  # noqa: BLE001 - the env's own failure: that session is gone
                 with contextlib.suppress(Exception):
                     await table.close(session.id)
-                raise EnvFailed(f"the environment failed: {type(err).__name__}: {err}") from None
+                raise EnvFailed(redact(f"the environment failed: {type(err).__name__}: {str(err)[:300]}")) from None
+            if env_id is None:
+                session.was_reset, session.ended = True, None
+            else:
+                session.record_end(bool(result[2]), bool(result[3]))
+            return result
 
     async def open_episode(slot: _Slot) -> dict[str, Any]:
         obs, info = await play(slot, lambda env: areset(env))
@@ -136,11 +151,11 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
 
     async def step(request: Request) -> dict[str, Any]:
         data = await body_of(request)
-        _, slot = slot_of(data.get("id"))
+        env_id, slot = slot_of(data.get("id"))
         action = data.get("action")
         if not isinstance(action, str):
             raise Invalid(f"'action' must be a string, got {type(action).__name__}")
-        obs, reward, terminated, truncated, info = await play(slot, lambda env: astep(env, action))
+        obs, reward, terminated, truncated, info = await play(slot, lambda env: astep(env, action), env_id)
         slot.observation, slot.reward = obs, float(reward)
         slot.score += float(reward)
         slot.done = bool(terminated or truncated)
@@ -178,8 +193,14 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
                 return JSONResponse({"error": str(err)}, 422)
             except Full as err:
                 return JSONResponse({"error": str(err)}, 503, headers={"Retry-After": "1"})
+            except Ended as err:
+                return JSONResponse({"error": str(err)}, 409)
+            except BadJson as err:
+                return JSONResponse({"error": str(err)}, 400)
             except EnvFailed as err:
                 return JSONResponse({"error": str(err)}, 500)
+            except Exception as err:  # noqa: BLE001 - a bug of ours: still one JSON line, never a traceback
+                return JSONResponse({"error": redact(f"internal error: {type(err).__name__}: {str(err)[:200]}")}, 500)
         return run
 
     return Starlette(routes=[
@@ -192,11 +213,16 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
         Route("/close", endpoint(close), methods=["POST"]),
     ], lifespan=session_lifespan(table),
        # the token, Host, content type and body size: guard.py, as on our own protocol
-       middleware=[Middleware(Guard, settings=GuardSettings.of(token, allow_hosts, empty_post_ok=True))])
+       middleware=[Middleware(AnswerWhenStopped),
+                   Middleware(Guard, settings=GuardSettings.of(token, allow_hosts, empty_post_ok=True))])
 
 
 class EnvFailed(Exception):
     """The environment's own code raised: HTTP 500, that env closed."""
+
+
+class BadJson(Exception):
+    """The body is not JSON (bad syntax, a 5,000-digit number, nesting too deep): HTTP 400."""
 
 
 # --- the client side ----------------------------------------------------------------------------------

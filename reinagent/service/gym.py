@@ -22,28 +22,85 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
-from reinagent.env import Env
+from reinagent.env import Env, EpisodeEnded
 
-# Every character of Unicode's basic plane but the surrogates: benchmark text has no-break and
-# thin spaces, accents, CJK; a Text space of letters and digits would reject real observations.
-TEXT_CHARSET = frozenset(chr(i) for i in range(0x10000) if not 0xD800 <= i <= 0xDFFF)
 MAX_OBSERVATION_CHARS = 1 << 16
 MAX_ACTION_CHARS = 1 << 12
-_SPACES: tuple[spaces.Text, spaces.Text] | None = None
+_SPACES: tuple[UnicodeText, UnicodeText] | None = None
 # Each benchmark's step budget in Gymnasium (the env's own, and the spec's max_episode_steps, so
 # TimeLimit and TimeAwareObservation work). Single-answer math gets 3 turns, not a run's 1: a reply
 # without a number is an observation, and an env that truncates on its first step is broken in
 # Gymnasium's eyes. A benchmark missing here keeps its own default and an open-ended spec.
-STEP_BUDGETS = {"hotpotqa": 6, "alfworld": 50, "humaneval": 1, "mbpp": 1, "gsm8k": 3, "arithmetic": 3,
-                "arithmetic20": 3}
+STEP_BUDGETS = {"hotpotqa": 6, "alfworld": 50, "gsm8k": 3, "arithmetic": 3, "arithmetic20": 3}
+# Benchmarks whose episode is one action by construction (one implementation, judged): it always
+# terminates on its first step, so no time limit applies. A spec with max_episode_steps=1 would
+# also truncate that step (TimeLimit), which Gymnasium's checker rightly calls broken.
+ONE_STEP = ("humaneval", "mbpp")
 
 
-def text_spaces() -> tuple[spaces.Text, spaces.Text]:
-    """(observation_space, action_space); built once, the charset is large."""
+class UnicodeText(spaces.Text):
+    """A Text space of every Unicode code point: an observation carries whatever text a benchmark or
+    a program prints (accents, CJK, emoji past the basic plane, a lone surrogate from bytes decoded
+    with surrogateescape). `contains` needs no table; the 1.1 million-character set Gymnasium's
+    masks and flattening index is built only when one of them asks for it. `sample()` draws code
+    points outside the surrogate range, so a sampled action is always encodable text."""
+
+    UNICODE = 0x110000
+
+    def __init__(self, max_length: int, *, min_length: int = 0, seed: int | None = None):
+        super().__init__(max_length, min_length=min_length, charset="a", seed=seed)
+        self._full: tuple[frozenset[str], tuple[str, ...], dict[str, Any], str] | None = None
+
+    def _table(self) -> tuple[frozenset[str], tuple[str, ...], dict[str, Any], str]:
+        if self._full is None:
+            import numpy as np
+
+            chars = tuple(chr(i) for i in range(self.UNICODE))
+            self._full = (frozenset(chars), chars, {c: np.int32(i) for i, c in enumerate(chars)}, "".join(chars))
+        return self._full
+
+    @property
+    def character_set(self) -> frozenset[str]:
+        return self._table()[0]
+
+    @property
+    def character_list(self) -> tuple[str, ...]:
+        return self._table()[1]
+
+    def character_index(self, char: str):
+        return self._table()[2][char]
+
+    @property
+    def characters(self) -> str:
+        return self._table()[3]
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def sample(self, mask=None, probability=None) -> str:
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        length = int(self.np_random.integers(self.min_length, self.max_length + 1))
+        gap = 0xE000 - 0xD800  # the surrogates, skipped
+        points = self.np_random.integers(0, self.UNICODE - gap, size=length)
+        return "".join(chr(p + gap if p >= 0xD800 else p) for p in points.tolist())
+
+    def __repr__(self) -> str:
+        return f"UnicodeText({self.min_length}, {self.max_length})"
+
+    def __eq__(self, other: object, /) -> bool:
+        return (isinstance(other, UnicodeText) and self.min_length == other.min_length
+                and self.max_length == other.max_length)
+
+    def __hash__(self) -> int:
+        return hash((UnicodeText, self.min_length, self.max_length))
+
+
+def text_spaces() -> tuple[UnicodeText, UnicodeText]:
+    """(observation_space, action_space), shared by every env here."""
     global _SPACES
     if _SPACES is None:
-        _SPACES = (spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=TEXT_CHARSET),
-                   spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=TEXT_CHARSET))
+        _SPACES = (UnicodeText(MAX_OBSERVATION_CHARS), UnicodeText(MAX_ACTION_CHARS))
     return _SPACES
 
 
@@ -57,6 +114,7 @@ class _TextEnv(gymnasium.Env):
         self.task_id, self.render_mode = task_id, render_mode
         self._env: Env | None = None
         self._last = ""
+        self._ended: str | None = None  # how the episode ended; a step after it raises EpisodeEnded
 
     def _task_ids(self) -> list[str]:
         raise NotImplementedError
@@ -73,14 +131,17 @@ class _TextEnv(gymnasium.Env):
             task_id = ids[int(self.np_random.integers(len(ids)))]
         self._env = self._make(task_id)
         obs, info = self._env.reset(seed=seed)
-        self._last = obs
+        self._last, self._ended = obs, None
         return obs, {**info, "task_id": task_id}
 
     def step(self, action: str):
         if self._env is None:
             raise RuntimeError("step() before reset()")
+        if self._ended is not None:  # also for a server that would play it: a step after the end scores nothing
+            raise EpisodeEnded(self._ended)
         obs, reward, terminated, truncated, info = self._env.step(action)
         self._last = obs
+        self._ended = "terminated" if terminated else "truncated" if truncated else None
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     def render(self) -> str | None:

@@ -32,9 +32,11 @@ from reinagent.errors import ConfigError
 from reinagent.redact import redact
 from reinagent.service import protocol as p
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
+from reinagent.env import EpisodeEnded
+from reinagent.service.shutdown import AnswerWhenStopped
 from reinagent.service.sessions import (
-    SHUTDOWN_S, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain, session_lifespan,
-    step_option,
+    SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain,
+    session_lifespan, step_option,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -85,6 +87,8 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
                 return _json(p.Error(error=str(err)), 404)
             except Invalid as err:
                 return _json(p.Error(error=str(err)), 422)
+            except Ended as err:
+                return _json(p.Error(error=str(err)), 409)
             except Full as err:
                 return _json(p.Error(error=str(err)), 503, {"Retry-After": str(RETRY_AFTER_S)})
             except Exception as err:  # noqa: BLE001 - a bug of ours: still one JSON line, never a traceback
@@ -95,6 +99,9 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         """Run an env call; an env that raises is closed (its state is unknown) and answers 500."""
         try:
             return await call
+        except EpisodeEnded as err:  # the env refused a step after the end: the session is fine
+            raise Ended(f"the episode has ended ({err.how}): a step after the end is not played; "
+                        "POST /reset to start a new episode") from None
         except Exception as err:  # noqa: BLE001 - any failure of the environment's own code
             with contextlib.suppress(Exception):
                 await table.close(session.id)
@@ -136,7 +143,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         lock = await locked(session)
         try:
             obs, info = await start_episode(session, req.seed)
-            session.was_reset = True
+            session.was_reset, session.ended = True, None
         finally:
             session.last_used = time.monotonic()  # idle counts from the end of a long request
             lock.release()
@@ -147,6 +154,8 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         session = table.get(req.id, req.idx)
         lock = await locked(session)
         try:
+            # checked here, whatever the env does: a second Finish is never judged again
+            session.refuse_if_ended(_how_to_reset(req))
             for name, value in req.options.items():
                 step_option(session.env, name, value)
             if not session.was_reset:  # a step before any reset starts the episode first
@@ -154,6 +163,7 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
                 session.was_reset = True
             obs, reward, terminated, truncated, info = await guarded(
                 session, "step", asyncio.to_thread(session.env.step, req.action))  # never on the loop
+            session.record_end(bool(terminated), bool(truncated))
         finally:
             session.last_used = time.monotonic()
             lock.release()
@@ -176,7 +186,8 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
         Route("/step", endpoint(step), methods=["POST"]),
         Route("/close", endpoint(close), methods=["POST"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, settings=guard)])
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(AnswerWhenStopped), Middleware(Guard, settings=guard)])
 
     async def not_found(request, exc):
         status = getattr(exc, "status_code", 500)
@@ -187,6 +198,13 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
     app.add_exception_handler(404, not_found)
     app.add_exception_handler(405, not_found)
     return app
+
+
+def _how_to_reset(req: p.StepRequest) -> str:
+    """What a client whose episode has ended sends next, in the form it used."""
+    if req.id is not None:
+        return 'POST /reset {"id": ...} with this id (or POST /create for another task)'
+    return "POST /reset" + ("" if req.idx is None else f' {{"idx": {req.idx}}}')
 
 
 async def off_loop_reset(env, seed: int | None):

@@ -49,6 +49,10 @@ class Full(Exception):
     """The session cap is reached: HTTP 503 with Retry-After."""
 
 
+class Ended(Exception):
+    """A step after the session's episode ended: HTTP 409 (reset it, or create another)."""
+
+
 def load_benchmark(name: str) -> Benchmark:
     """A registered benchmark, or `package.module:Class` for a Benchmark subclass of your own."""
     if ":" in name:
@@ -110,6 +114,17 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one request at a time per session
     was_reset: bool = False
+    #: how the episode ended ("terminated" or "truncated"), None while it runs: a finished episode
+    #: takes no more steps until a reset, whatever its env would do (both protocols check it)
+    ended: str | None = None
+
+    def refuse_if_ended(self, how_to_reset: str) -> None:
+        if self.ended is not None:
+            raise Ended(f"the episode has ended ({self.ended}): a step after the end is not played; "
+                        f"{how_to_reset} to start a new episode")
+
+    def record_end(self, terminated: bool, truncated: bool) -> None:
+        self.ended = "terminated" if terminated else "truncated" if truncated else None
 
 
 class SessionTable:
@@ -123,6 +138,9 @@ class SessionTable:
         self.sessions: dict[str, Session] = {}
         # the seed-style id-less sessions: None for the plain form, idx for the seed's WebEnvClient
         self.defaults: dict[int | None, str] = {}
+        # id-less keys whose finished session was reclaimed for another (how it ended): a step
+        # there is still 409, not 404; only valid idx (and None) get here, so it stays bounded
+        self.reclaimed: dict[int | None, str] = {}
         self._reserved = 0  # creations in progress count against the cap
         self._used = False  # the benchmark object has made envs since it was fresh
         self._empty_since = time.monotonic()
@@ -161,10 +179,16 @@ class SessionTable:
         if task is None:
             raise NotFound(f"unknown task {short(task_id)}; GET /tasks lists the {len(self.tasks)} valid ids")
         config = self._config_for(options or {})
+        reclaimed = None
         if len(self.sessions) + self._reserved >= self.max_sessions:
-            raise Full(f"session cap reached ({self.max_sessions} open); close a session or retry later")
+            reclaimed = self._reclaim_finished_default()
+            if reclaimed is None:
+                raise Full(f"session cap reached ({self.max_sessions} open); close a session or retry later")
         self._reserved += 1
         try:
+            if reclaimed is not None:
+                with contextlib.suppress(Exception):  # it is gone from the table whatever its env does
+                    await aclose(reclaimed.env)
             env = self.bench.make_judged_env(task, config)
         finally:
             self._reserved -= 1
@@ -173,11 +197,31 @@ class SessionTable:
         self._used = True
         return session
 
+    def _reclaim_finished_default(self) -> Session | None:
+        """At the cap: take out the id-less (seed-style) session whose episode ended longest ago, so
+        a seed client that never closes can walk a split of any size. Never a session with an id a
+        client holds, one mid-episode, or one mid-request. Synchronous: nothing can take the slot
+        before the caller reserves it."""
+        finished = [s for sid in self.defaults.values() if (s := self.sessions.get(sid)) is not None
+                    and s.ended is not None and not s.lock.locked()]
+        if not finished:
+            return None
+        victim = min(finished, key=lambda s: s.last_used)
+        keys = [k for k, sid in self.defaults.items() if sid == victim.id]
+        self._forget(victim.id)
+        for key in keys:
+            self.reclaimed[key] = victim.ended or "ended"
+        return victim
+
     def get(self, session_id: str | None, idx: int | None = None) -> Session:
         if session_id is None:
             session_id = self.defaults.get(idx)
             if session_id is None or session_id not in self.sessions:
-                which = "" if idx is None else f" for idx {idx}"
+                which = "" if idx is None else f" for idx {short(idx)}"
+                if idx in self.reclaimed:
+                    again = "" if idx is None else f' {{"idx": {idx}}}'
+                    raise Ended(f"the episode{which} has ended ({self.reclaimed[idx]}; its session was reclaimed "
+                                f"for another at the session cap): POST /reset{again} to start a new episode")
                 raise NotFound(f"no default session{which}: POST /reset without an id first")
         session = self.sessions.get(session_id)
         if session is None:
@@ -189,7 +233,8 @@ class SessionTable:
         """The idx-th task id of /tasks (the seed's WebEnvClient names tasks by position)."""
         ids = list(self.tasks)
         if not 0 <= idx < len(ids):
-            raise NotFound(f"idx {idx} is out of range: GET /tasks lists {len(ids)} tasks (idx 0 to {len(ids) - 1})")
+            raise NotFound(f"idx {short(idx)} is out of range: GET /tasks lists {len(ids)} tasks "
+                           f"(idx 0 to {len(ids) - 1})")
         return ids[idx]
 
     async def default_for_reset(self, task_id: str | None, idx: int | None = None) -> Session:
@@ -207,9 +252,11 @@ class SessionTable:
             await self.close(current.id)
         session = await self.create(task_id or next(iter(self.tasks)))
         self.defaults[idx] = session.id
+        self.reclaimed.pop(idx, None)
         return session
 
-    async def close(self, session_id: str) -> None:
+    def _forget(self, session_id: str) -> Session:
+        """Take a session out of the table (its env is still to be closed)."""
         session = self.sessions.pop(session_id, None)
         if session is None:
             raise NotFound(f"unknown session id {short(session_id)} (closed, timed out, or never created)")
@@ -217,7 +264,10 @@ class SessionTable:
             del self.defaults[key]
         if not self.sessions:
             self._empty_since = time.monotonic()
-        await aclose(session.env)
+        return session
+
+    async def close(self, session_id: str) -> None:
+        await aclose(self._forget(session_id).env)
 
     async def close_idle(self) -> int:
         """Close sessions unused for longer than the idle timeout (never one mid-request)."""
