@@ -309,3 +309,11 @@ def test_only_finished_id_less_sessions_are_reclaimed(server_factory):  # noqa: 
     # but a finished session a client holds by id is never taken: its client may reset it
     assert server.post("/reset", {"idx": 6}).status_code == 503
     assert server.post("/reset", {"id": sid}).status_code == 200
+
+
+def test_check_env_wants_a_step_after_the_end_refused(server_factory):  # noqa: F811
+    from tests.conftest import run_cli
+
+    server = server_factory("--benchmark", GUESS)
+    out = run_cli("check-env", server.url, "--action", "word0")  # the right guess ends the episode
+    assert out.returncode == 0 and "PASS step" in out.stdout.splitlines(), out.stdout + out.stderr

@@ -112,6 +112,8 @@ class Checker:
     def step(self) -> None:
         data = self.call("POST", "/step", {"id": self._id(), "action": self.action})
         self._step_shape("/step", data)
+        if data["done"]:  # that action ended the episode: a step after the end is refused, not played
+            self.call("POST", "/step", {"id": self._id(), "action": self.action}, status=409)
 
     def unknown_id(self) -> None:
         self.call("POST", "/step", {"id": "no-such-session-0000", "action": self.action}, status=404)

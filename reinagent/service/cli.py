@@ -13,7 +13,8 @@ import click
 @click.option("--split", help="Task split to serve (default: the benchmark's).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; not loopback needs --token.")
 @click.option("--port", type=int, default=8000, show_default=True, help="Port; 0 picks a free one.")
-@click.option("--max-sessions", type=int, default=64, show_default=True, help="Open sessions at most; more get 503.")
+@click.option("--max-sessions", type=int, default=64, show_default=True,
+              help="Open sessions at most; more get 503 (a finished id-less session is reclaimed first).")
 @click.option("--idle-timeout-s", type=float, default=600.0, show_default=True,
               help="Close a session unused for this long.")
 @click.option("--token", help="Bearer token every request must carry (default: $REINAGENT_ENV_TOKEN).")
