@@ -317,3 +317,15 @@ def test_check_env_wants_a_step_after_the_end_refused(server_factory):  # noqa: 
     server = server_factory("--benchmark", GUESS)
     out = run_cli("check-env", server.url, "--action", "word0")  # the right guess ends the episode
     assert out.returncode == 0 and "PASS step" in out.stdout.splitlines(), out.stdout + out.stderr
+
+
+def test_agentgym_refuses_for_an_env_that_would_play_on(server_factory):  # noqa: F811
+    """The test benchmark's GuessEnv takes steps after its end; the agentgym server does not."""
+    server = server_factory("--benchmark", GUESS, "--protocol", "agentgym")
+    env_id = server.http.post("/create").json()["id"]
+    server.post("/reset", {"id": env_id, "data_idx": 0})
+    done = False
+    while not done:  # five wrong guesses spend the budget
+        done = server.post("/step", {"id": env_id, "action": "not the word"}).json()["done"]
+    _refused(server.post("/step", {"id": env_id, "action": "word0"}), "truncated")
+    assert server.http.get(f"/observation?id={env_id}").json()["score"] == 0.0
