@@ -113,13 +113,13 @@ class ProgrammingEnv(Env):
     def set_internal_tests(self, tests: list[str]) -> None:
         self.internal_tests = list(tests)
 
-    # The only state is the internal tests (and whether the one implementation was taken): each
-    # step runs in a fresh sandboxed process.
+    # The only state is the internal tests: each step runs in a fresh sandboxed process. A copy is
+    # a fresh episode with the same tests (a tree search's child rewrites its parent's program).
     def snapshot(self) -> dict[str, Any]:
-        return {"internal_tests": list(self.internal_tests), "ended": self.ended}
+        return {"internal_tests": list(self.internal_tests)}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.internal_tests, self.ended = list(state["internal_tests"]), state.get("ended")
+        self.internal_tests, self.ended = list(state["internal_tests"]), None
 
     def _job(self, action: str) -> tuple[ExecJob | None, str | None]:
         syntax = syntax_error(action)
