@@ -101,6 +101,11 @@ def step_option(env: Env, name: str, value: Any) -> None:
     setter(value)
 
 
+def _idx_text(idx: int) -> str:
+    """An idx for an error message: as written when short, else a prefix (never 4,000 digits)."""
+    return str(idx) if abs(idx) < 10**60 else short(idx)
+
+
 def plain(value: Any) -> Any:
     """A JSON-safe copy of an info dict (tuples become lists, unknown objects their str)."""
     return json.loads(json.dumps(value, default=str))
@@ -217,7 +222,7 @@ class SessionTable:
         if session_id is None:
             session_id = self.defaults.get(idx)
             if session_id is None or session_id not in self.sessions:
-                which = "" if idx is None else f" for idx {short(idx)}"
+                which = "" if idx is None else f" for idx {_idx_text(idx)}"
                 if idx in self.reclaimed:
                     again = "" if idx is None else f' {{"idx": {idx}}}'
                     raise Ended(f"the episode{which} has ended ({self.reclaimed[idx]}; its session was reclaimed "
@@ -233,7 +238,7 @@ class SessionTable:
         """The idx-th task id of /tasks (the seed's WebEnvClient names tasks by position)."""
         ids = list(self.tasks)
         if not 0 <= idx < len(ids):
-            raise NotFound(f"idx {short(idx)} is out of range: GET /tasks lists {len(ids)} tasks "
+            raise NotFound(f"idx {_idx_text(idx)} is out of range: GET /tasks lists {len(ids)} tasks "
                            f"(idx 0 to {len(ids) - 1})")
         return ids[idx]
 
