@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from reinagent.env import EpisodeEnded
 from reinagent.errors import ConfigError
 from reinagent.redact import redact
 from reinagent.service import protocol as p
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
-from reinagent.env import EpisodeEnded
 from reinagent.service.shutdown import AnswerWhenStopped
 from reinagent.service.sessions import (
     SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain,
