@@ -68,3 +68,21 @@ def test_memory_window_unit():
     assert EpisodicMemory(window=0, reflections=["a"]).recent() == []
     view = MemoryView(trial=2, strategy=ReflexionStrategy.NONE, reflections=("a",), last_attempt="x")
     assert view.block() == "" and view.shown_reflections == []
+
+
+
+def test_no_reflection_after_a_successful_trial(tmp_path, script):
+    """Mutant: reflecting after a successful trial too. The VIVA task (hard100's first) is solved
+    at trial 1: its record has no reflection and no reflector call; the other task's has both."""
+    viva, right = "VIVA Media AG", "Gesellschaft mit beschränkter Haftung"
+    model = script([{"when": "Your failed attempt", "reply": REFLECTION},
+                    {"when": viva, "reply": f"Thought: the paragraph says so.\nAction: Finish[{right}]"}],
+                   default=WRONG)
+    run_dir = run(benchmark="hotpotqa", agent="cot-context", strategy="reflexion", num_trials=2, num_envs=2,
+                  model=model, run_dir=str(tmp_path / "r"), cache=False, progress=False)
+    records = load_run(run_dir)[1]
+    (solved,) = [r for r in records if r.success]
+    assert solved.trial == 1 and solved.reflection is None and solved.reflection_calls == []
+    assert [r.trial for r in records if r.task_id == solved.task_id] == [1]
+    (wrong,) = [r for r in records if r.task_id != solved.task_id and r.trial == 1]
+    assert wrong.reflection == REFLECTION and len(wrong.reflection_calls) == 1
