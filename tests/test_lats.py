@@ -232,13 +232,14 @@ def test_search_judge_is_checked():
 # --- memory bounded as LATS bounds it (issue 35 §2) ---------------------------------------------------
 
 class WrongModel(LLM):
-    """Always wrong: every sampled answer a new wrong one (`distinct`) or the same one; every
-    reflection a new numbered lesson, so a prompt's lessons can be counted."""
+    """Always wrong: every sampled answer a new wrong one (`distinct`) or the same one, after the
+    same thought or (`thoughts`) a new one; every reflection a new numbered lesson, so a prompt's
+    lessons can be counted."""
 
     name = "wrong-model"
 
-    def __init__(self, distinct: bool = True):
-        self.distinct, self.answers, self.lessons, self.prompts = distinct, 0, 0, []
+    def __init__(self, distinct: bool = True, thoughts: bool = False):
+        self.distinct, self.thoughts, self.answers, self.lessons, self.prompts = distinct, thoughts, 0, 0, []
 
     async def generate(self, messages, params, *, rollout_id=None):
         text = "\n".join(m.content for m in messages)
@@ -250,12 +251,13 @@ class WrongModel(LLM):
             out = "Score: 3"
         else:
             self.answers += 1
-            out = f"Thought: a guess\nAction: Finish[wrong {self.answers if self.distinct else 0}]"
+            thought = f"guess {self.answers}" if self.thoughts else "a guess"
+            out = f"Thought: {thought}\nAction: Finish[wrong {self.answers if self.distinct else 0}]"
         return Completion(text=out, prompt_tokens=len(text.split()), completion_tokens=len(out.split()), model=self.name)
 
 
-def _wrong_episode(distinct=True, **settings):
-    llm = WrongModel(distinct)
+def _wrong_episode(distinct=True, thoughts=False, **settings):
+    llm = WrongModel(distinct, thoughts)
     ep, cfg = episode(llm, "mcts", agent="cot-context", strategy="none", **settings)
     traj, ev = run(ep, cfg)
     assert not ev.success
@@ -292,6 +294,15 @@ def test_identical_children_are_kept_once_and_one_wrong_answer_is_reflected_on_o
     assert len(kids) == 1 and kids[0].action == "Finish[wrong 0]"  # the 4 repeats of each batch made no node
     assert traj.extra["search"]["duplicates"] == 4 * 5 - 1  # the root re-expanded 3 times, every sample a repeat
     assert llm.lessons == 1 and traj.extra["search"]["reflections"] == 1
+
+
+def test_one_wrong_answer_reached_by_many_paths_is_reflected_on_once():
+    """Mutant: a reflection per failed node instead of per distinct final answer (LATS's
+    get_unique_trajectories); here that is also a reflection per node without bound."""
+    llm, traj = _wrong_episode(distinct=False, thoughts=True, mcts_iterations=3)
+    failed = [n for n in traj.tree if n.terminal and not n.success]
+    assert len(failed) == 15 and {n.action for n in failed} == {"Finish[wrong 0]"}  # 15 distinct thoughts
+    assert llm.lessons == 1 and [n.id for n in failed if n.reflection] == [failed[0].id]
 
 
 def test_failed_terminal_children_are_backed_up():

@@ -128,7 +128,8 @@ def test_cli_mcts_with_reflexion_end_to_end(tmp_path, script):
     first, second = sorted(records, key=lambda r: r.trial)
     assert not first.success and first.reflection and LESSON in first.reflection
     tree = first.trajectory.tree
-    assert first.trajectory.rollout == "mcts" and [n.id for n in tree] == [0, 1, 2]
+    assert first.trajectory.rollout == "mcts" and [n.id for n in tree] == [0, 1]  # its 2 samples: 1 child (identical)
+    assert first.trajectory.extra["search"]["duplicates"] == 1
     assert all(n.terminal and n.success is False and LESSON in n.reflection for n in tree[1:])
     assert second.success and second.memory == [first.reflection]
     assert second.trajectory.answer == GOLD and second.trajectory.tree[0].visits >= 1
