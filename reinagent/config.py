@@ -90,7 +90,7 @@ class RunConfig(BaseModel):
     search_judge: Literal["reward", "value"] = "reward"
     # mcts: self-reflections one search episode writes, one per distinct failed final answer (as
     # LATS), and all of them shown in its later prompts; so no prompt grows with the failed nodes.
-    # None: no bound (only runs started before issue 35, resumed as they began; resuming.py)
+    # None: no bound (only runs started before this setting existed, resumed as they began; resuming.py)
     search_reflections: int | None = Field(default=3, ge=0)
     max_calls_per_episode: int | None = Field(default=None, gt=0)  # actor + value calls; None: unlimited
     max_tokens_per_episode: int | None = Field(default=None, gt=0)  # prompt + completion; None: unlimited

@@ -70,10 +70,6 @@ def _solved_before(done: dict[Key, TrialRecord], task_id: str, trial: int) -> bo
     return any(done.get((task_id, t)) and done[(task_id, t)].success for t in range(1, trial))
 
 
-def _remember(done, rec: TrialRecord) -> None:
-    done[(rec.task_id, rec.trial)] = rec
-
-
 async def _episode(exp, executor, task: Task, trial: int, done, limit) -> TrialRecord:
     async with limit:
         memory = memory_before(done, task.task_id, trial, exp.config.memory_size)
@@ -104,7 +100,7 @@ async def _barrier(exp, executor, done, limit, progress: bool) -> None:
             if bar is not None:
                 bar.close()
         for rec in results:
-            _remember(done, rec)
+            done[(rec.task_id, rec.trial)] = rec
         _print_summary(exp, trial, done, time.perf_counter() - started, results)
         if _all_errors(results):
             _say_halted(exp, trial, results)
@@ -196,7 +192,7 @@ async def _pipeline(exp, executor, done, limit, progress: bool) -> None:
                     break
             book.started(trial)
             rec = await _episode(exp, executor, task, trial, done, limit)
-            _remember(done, rec)
+            done[(rec.task_id, rec.trial)] = rec
             book.finished(rec)
             book.advance(task.task_id, trial)
             if rec.success:

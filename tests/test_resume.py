@@ -287,3 +287,17 @@ def test_a_trial_redone_after_repair_sees_no_later_memory_and_its_later_trials_a
     history = json.loads((gapped / SPEC).read_text())["history"]
     assert history[-1]["changes"]["lost_trials"] == [f"{task_id}/trial1"]
     assert _comparable(records.values()) == _comparable(load_run(clean)[1])
+
+
+def test_a_run_started_before_the_search_reflection_bound_resumes_without_it():
+    """A spec without `search_reflections` (a run from before issue 35) resumes as it began, with no
+    bound; a spec that has it keeps its own value."""
+    from reinagent.records import RunSpec
+    from reinagent.resuming import ResumePlan, recorded_settings
+
+    def spec(**config):
+        return RunSpec(config={"benchmark": "hotpotqa", "constrained": False, **config}, task_ids=[], created_at=0.0,
+                       reinagent_version="0", python_version="3")
+
+    assert recorded_settings(spec(), ResumePlan(num_trials=1)) == {"search_reflections": None}
+    assert recorded_settings(spec(search_reflections=3), ResumePlan(num_trials=1)) == {}

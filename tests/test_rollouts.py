@@ -41,6 +41,7 @@ def test_registry_names_every_rollout_and_imports_lazily():
     (["--max-calls-per-episode", "0"], ["--max-calls-per-episode must be a positive"]),
     (["--max-tokens-per-episode", "-3"], ["--max-tokens-per-episode must be a positive"]),
     (["--mcts-children", "0"], ["--mcts-children must be a positive"]),
+    (["--search-reflections", "-1"], ["--search-reflections must be zero or a positive whole number, got -1"]),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, script, flags, needles):
     proc = run_cli("run", "--benchmark", "hotpotqa", "--model", script([]), "--run-dir", str(tmp_path / "r"), *flags)
