@@ -88,6 +88,10 @@ class RunConfig(BaseModel):
     # how a search judges a terminal node: reward (the environment's, as Reflexion and LATS use)
     # or value (the model's own evaluation, no gold answer); the returned path is always judged
     search_judge: Literal["reward", "value"] = "reward"
+    # mcts: self-reflections one search episode writes, one per distinct failed final answer (as
+    # LATS), and all of them shown in its later prompts; so no prompt grows with the failed nodes.
+    # None: no bound (only runs started before this setting existed, resumed as they began; resuming.py)
+    search_reflections: int | None = Field(default=3, ge=0)
     max_calls_per_episode: int | None = Field(default=None, gt=0)  # actor + value calls; None: unlimited
     max_tokens_per_episode: int | None = Field(default=None, gt=0)  # prompt + completion; None: unlimited
 

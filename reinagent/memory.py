@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reinagent.records import TrialRecord
@@ -46,9 +46,14 @@ class MemoryView:
         return list(self.reflections) if self.strategy.uses_reflections else []
 
 
-def rebuild_memory(records: Iterable[TrialRecord], window: int) -> dict[str, EpisodicMemory]:
-    """Memory per task from the run's records, as a resumed run needs it."""
-    memories: dict[str, EpisodicMemory] = {}
-    for rec in sorted(records, key=lambda r: r.trial):
-        memories.setdefault(rec.task_id, EpisodicMemory(window=window)).add(rec.reflection)
-    return memories
+def memory_before(done: Mapping[tuple[str, int], TrialRecord], task_id: str, trial: int,
+                  window: int) -> EpisodicMemory:
+    """What trial `trial` of a task may remember: the reflections of its own trials 1..trial-1, in
+    order, never one of a later trial (a resume that redoes a lost trial 1 must not show it what
+    trial 2 learnt from it). An errored trial was never judged: nothing of it enters memory."""
+    memory = EpisodicMemory(window=window)
+    for k in range(1, trial):
+        rec = done.get((task_id, k))
+        if rec is not None and rec.error is None:
+            memory.add(rec.reflection)
+    return memory

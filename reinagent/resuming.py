@@ -9,6 +9,9 @@ final settings would have ended.
 - `--retry-errors`: a task's errored (task, trial) and every later trial of that task are
   superseded: the later trials ran without that trial's reflection (or after a trial that might
   have solved the task), so keeping them would not be what an error-free run records.
+- Always: a task whose trial k has no record while a later trial has one (`repair` moved the trial-k
+  line aside, or a hand edit removed it) has its later trials superseded, for the same reason: they
+  ran on the lost trial. Trial k is redone with the memory of trials 1..k-1 only (schedule.py).
 
 - `--base-url`, `--model`, `--reflector-model`, `--max-concurrency`, ... (OVERRIDABLE): where and
   with what the run continues (a model server restarted on another port). Each change is one
@@ -44,7 +47,7 @@ OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_m
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
-         "alfworld_data")
+         "alfworld_data", "search_reflections")
 
 
 @dataclass
@@ -54,6 +57,7 @@ class ResumePlan:
     stale: set[Key] = field(default_factory=set)  # records to supersede before continuing
     changes: dict[str, Any] = field(default_factory=dict)  # for the spec's history
     reason: str = ""
+    notice: str = ""  # a line for the user before the resume starts (lost trials redone)
 
 
 def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | None,
@@ -96,10 +100,32 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
                            if r.task_id in first_error and r.trial >= first_error[r.task_id]}
             plan.changes["retry_errors"] = sorted(f"{t}/trial{n}" for t, n in first_error.items())
             reasons.append("retry-errors")
+    lost = lost_trials(records)
+    if lost:
+        plan.stale |= {(r.task_id, r.trial) for r in records if r.task_id in lost and r.trial > lost[r.task_id]}
+        plan.changes["lost_trials"] = sorted(f"{t}/trial{n}" for t, n in lost.items())
+        reasons.append("lost trials")
+        shown = ", ".join(plan.changes["lost_trials"][:3]) + (", ..." if len(lost) > 3 else "")
+        plan.notice = (f"{len(lost)} task(s) lack the record of a trial their later trials ran on ({shown}; "
+                       f"moved aside by `reinagent repair`?): redoing from that trial, superseding the later ones")
     if plan.stale:  # the history says how many; the marker in records.jsonl says which
         plan.changes["superseded"] = len(plan.stale)
     plan.reason = ", ".join(reasons)
     return plan
+
+
+def lost_trials(records: list[TrialRecord]) -> dict[str, int]:
+    """Per task, its first trial without a record when a later trial of it has one. Trials run in
+    order and stop at a success, so such a gap is a record lost after the later trials ran on it."""
+    trials: dict[str, set[int]] = {}
+    for r in records:
+        trials.setdefault(r.task_id, set()).add(r.trial)
+    lost = {}
+    for task_id, have in trials.items():
+        first_gap = next(k for k in range(1, max(have) + 2) if k not in have)
+        if first_gap < max(have):
+            lost[task_id] = first_gap
+    return lost
 
 
 def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -138,11 +164,13 @@ def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: 
 def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:
     """Defaults the run resolved when it started, so that a resume does not take this version's:
     `constrained` (what None came to, in spec.settings), unless the resume changes the model or
-    its server, for which the default is worked out afresh."""
+    its server, for which the default is worked out afresh; and `search_reflections` None (no
+    bound) for a run started before that setting existed."""
+    kept: dict[str, Any] = {} if "search_reflections" in spec.config else {"search_reflections": None}
     if spec.config.get("constrained") is not None or {"model", "base_url"} & plan.settings.keys():
-        return {}
+        return kept
     recorded = spec.settings.get("constrained")
-    return {} if recorded is None else {"constrained": recorded}
+    return kept if recorded is None else {**kept, "constrained": recorded}
 
 
 def _shown(name: str, value: Any) -> Any:

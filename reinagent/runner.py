@@ -188,6 +188,8 @@ def resume_experiment(
         # Durable before any model call, in this order: a kill after either step resumes right.
         if plan.changes:
             writer.update_spec(with_change(spec, plan))
+        if plan.notice:
+            print(plan.notice, file=sys.stderr, flush=True)
         if plan.stale:
             writer.supersede(sorted(plan.stale), plan.reason)
             records = [r for r in records if (r.task_id, r.trial) not in plan.stale]

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from reinagent.benchmarks.base import Task
-from reinagent.memory import EpisodicMemory, rebuild_memory
+from reinagent.memory import memory_before
 from reinagent.records import TrialRecord, Usage
 
 Key = tuple[str, int]
@@ -40,16 +40,14 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
     await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections))
     await write_missing_reflections(exp, done, limit)
-    # An errored (task, trial) was never judged: nothing of it enters memory.
-    memories = rebuild_memory((r for r in done.values() if r.error is None), cfg.memory_size)
     executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), executor_settings(cfg))
     try:
         if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
             await executor.start()  # a local model loads (or a cluster is joined) once work exists
         if getattr(cfg, "schedule", "pipeline") == "barrier":
-            await _barrier(exp, executor, done, memories, limit, progress)
+            await _barrier(exp, executor, done, limit, progress)
         else:
-            await _pipeline(exp, executor, done, memories, limit, progress)
+            await _pipeline(exp, executor, done, limit, progress)
     finally:
         await executor.aclose()
 
@@ -72,21 +70,15 @@ def _solved_before(done: dict[Key, TrialRecord], task_id: str, trial: int) -> bo
     return any(done.get((task_id, t)) and done[(task_id, t)].success for t in range(1, trial))
 
 
-def _remember(exp, memories, done, rec: TrialRecord) -> None:
-    done[(rec.task_id, rec.trial)] = rec
-    memories.setdefault(rec.task_id, EpisodicMemory(window=exp.config.memory_size)).add(
-        None if rec.error else rec.reflection)
-
-
-async def _episode(exp, executor, task: Task, trial: int, memories, done, limit) -> TrialRecord:
+async def _episode(exp, executor, task: Task, trial: int, done, limit) -> TrialRecord:
     async with limit:
-        memory = memories.get(task.task_id) or EpisodicMemory(window=exp.config.memory_size)
+        memory = memory_before(done, task.task_id, trial, exp.config.memory_size)
         rec = await executor.episode(task, trial, memory, done.get((task.task_id, trial - 1)))
     await exp.store.append_async(rec)  # durable before anything counts it done
     return rec
 
 
-async def _barrier(exp, executor, done, memories, limit, progress: bool) -> None:
+async def _barrier(exp, executor, done, limit, progress: bool) -> None:
     cfg = exp.config
     for trial in range(1, cfg.num_trials + 1):
         pending = _pending(exp, done, trial)
@@ -94,7 +86,7 @@ async def _barrier(exp, executor, done, memories, limit, progress: bool) -> None
         bar = _bar(progress, len(pending), f"trial {trial}")
 
         async def one(task: Task) -> TrialRecord:
-            rec = await _episode(exp, executor, task, trial, memories, done, limit)
+            rec = await _episode(exp, executor, task, trial, done, limit)
             if bar is not None:
                 _show_activity(exp, bar)
                 bar.update(1)
@@ -108,7 +100,7 @@ async def _barrier(exp, executor, done, memories, limit, progress: bool) -> None
             if bar is not None:
                 bar.close()
         for rec in results:
-            _remember(exp, memories, done, rec)
+            done[(rec.task_id, rec.trial)] = rec
         _print_summary(exp, trial, done, time.perf_counter() - started, results)
         if _all_errors(results):
             _say_halted(exp, trial, results)
@@ -179,7 +171,7 @@ class _Book:
         state.ok.set()  # wake every chain waiting on this trial; they read `halted`
 
 
-async def _pipeline(exp, executor, done, memories, limit, progress: bool) -> None:
+async def _pipeline(exp, executor, done, limit, progress: bool) -> None:
     cfg = exp.config
     total = sum(len(_pending(exp, done, k)) for k in range(1, cfg.num_trials + 1))  # an upper bound
     bar = _bar(progress, total, "episodes")
@@ -199,8 +191,8 @@ async def _pipeline(exp, executor, done, memories, limit, progress: bool) -> Non
                     book.skip(sum((task.task_id, k) not in done for k in range(trial, cfg.num_trials + 1)))
                     break
             book.started(trial)
-            rec = await _episode(exp, executor, task, trial, memories, done, limit)
-            _remember(exp, memories, done, rec)
+            rec = await _episode(exp, executor, task, trial, done, limit)
+            done[(rec.task_id, rec.trial)] = rec
             book.finished(rec)
             book.advance(task.task_id, trial)
             if rec.success:

@@ -227,3 +227,90 @@ def test_search_judge_is_checked():
 
     proc = run_cli("run", "--benchmark", "hotpotqa", "--rollout", "mcts", "--search-judge", "oracle")
     assert proc.returncode == 2 and "reward" in proc.stderr and "value" in proc.stderr
+
+
+# --- memory bounded as LATS bounds it (issue 35 §2) ---------------------------------------------------
+
+class WrongModel(LLM):
+    """Always wrong: every sampled answer a new wrong one (`distinct`) or the same one, after the
+    same thought or (`thoughts`) a new one; every reflection a new numbered lesson, so a prompt's
+    lessons can be counted."""
+
+    name = "wrong-model"
+
+    def __init__(self, distinct: bool = True, thoughts: bool = False):
+        self.distinct, self.thoughts, self.answers, self.lessons, self.prompts = distinct, thoughts, 0, 0, []
+
+    async def generate(self, messages, params, *, rollout_id=None):
+        text = "\n".join(m.content for m in messages)
+        self.prompts.append(text)
+        if "Your failed attempt" in text:
+            self.lessons += 1
+            out = f"I named the wrong thing. Lesson #{self.lessons}: check the paragraph first."
+        elif "The attempt:" in text:
+            out = "Score: 3"
+        else:
+            self.answers += 1
+            thought = f"guess {self.answers}" if self.thoughts else "a guess"
+            out = f"Thought: {thought}\nAction: Finish[wrong {self.answers if self.distinct else 0}]"
+        return Completion(text=out, prompt_tokens=len(text.split()), completion_tokens=len(out.split()), model=self.name)
+
+
+def _wrong_episode(distinct=True, thoughts=False, **settings):
+    llm = WrongModel(distinct, thoughts)
+    ep, cfg = episode(llm, "mcts", agent="cot-context", strategy="none", **settings)
+    traj, ev = run(ep, cfg)
+    assert not ev.success
+    return llm, traj
+
+
+def test_a_search_shows_at_most_search_reflections_however_many_nodes_fail():
+    """Mutant: reflections growing without bound (every failed node reflected on, all shown).
+    An always-wrong model with a new wrong answer each time, default settings (30 iterations x 5
+    children on HotpotQA): 150 failed nodes, 3 reflections, and no prompt shows more than 3."""
+    llm, traj = _wrong_episode()
+    failed = [n for n in traj.tree if n.terminal and not n.success]
+    assert len(failed) == 150 and traj.extra["search"]["failed"] == 150
+    assert sorted(n.reflection for n in failed if n.reflection) == [
+        f"I named the wrong thing. Lesson #{k}: check the paragraph first." for k in (1, 2, 3)]
+    assert traj.extra["search"]["reflections"] == 3 and llm.lessons == 3
+    assert sum(c.role == "reflector" for c in traj.calls) == 3
+    assert max(p.count("Lesson #") for p in llm.prompts) == 3
+    # the largest prompt does not grow with the failed nodes: 10 iterations' equals 30 iterations'
+    short, _ = _wrong_episode(mcts_iterations=10)
+    assert max(map(len, short.prompts)) == max(map(len, llm.prompts))
+    # the setting: 1 reflection kept, or none
+    one, traj1 = _wrong_episode(mcts_iterations=4, search_reflections=1)
+    assert one.lessons == 1 and max(p.count("Lesson #") for p in one.prompts) == 1
+    none, _ = _wrong_episode(mcts_iterations=4, search_reflections=0)
+    assert none.lessons == 0 and traj1.extra["search"]["reflections"] == 1
+
+
+def test_identical_children_are_kept_once_and_one_wrong_answer_is_reflected_on_once():
+    """Mutants: no de-duplication of children (5 identical nodes per expansion), a reflection per
+    failed node instead of per distinct final answer (LATS's get_unique_trajectories)."""
+    llm, traj = _wrong_episode(distinct=False, mcts_iterations=4)
+    kids = [n for n in traj.tree if n.parent == 0]
+    assert len(kids) == 1 and kids[0].action == "Finish[wrong 0]"  # the 4 repeats of each batch made no node
+    assert traj.extra["search"]["duplicates"] == 4 * 5 - 1  # the root re-expanded 3 times, every sample a repeat
+    assert llm.lessons == 1 and traj.extra["search"]["reflections"] == 1
+
+
+def test_one_wrong_answer_reached_by_many_paths_is_reflected_on_once():
+    """Mutant: a reflection per failed node instead of per distinct final answer (LATS's
+    get_unique_trajectories); here that is also a reflection per node without bound."""
+    llm, traj = _wrong_episode(distinct=False, thoughts=True, mcts_iterations=3)
+    failed = [n for n in traj.tree if n.terminal and not n.success]
+    assert len(failed) == 15 and {n.action for n in failed} == {"Finish[wrong 0]"}  # 15 distinct thoughts
+    assert llm.lessons == 1 and [n.id for n in failed if n.reflection] == [failed[0].id]
+
+
+def test_failed_terminal_children_are_backed_up():
+    """Mutant: MCTS no longer backing up failed terminal children. A CoT search (every child ends):
+    each failed child is visited once with return 0, and the root counts all of them."""
+    llm, traj = _wrong_episode(mcts_iterations=2, mcts_children=3)
+    tree = traj.tree
+    failed = [n for n in tree if n.terminal and not n.success]
+    assert len(failed) == 6
+    assert all(n.visits == 1 and n.q == 0.0 for n in failed)
+    assert tree[0].visits == 6 and tree[0].q == 0.0

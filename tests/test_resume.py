@@ -244,3 +244,60 @@ def test_flags_with_nothing_to_redo_change_nothing(tmp_path, learner):
     resume(short, retry_errors=True, progress=False)  # no errors in this run
     resume(short, num_trials=2, progress=False)  # the count it already has
     assert {name: (short / name).read_bytes() for name in files} == files
+
+
+def test_a_resumed_run_keeps_its_memory_size(tmp_path, learner):
+    """Mutant: a resumed run ignoring --memory-size (the default window of 3 instead of the run's 1).
+    The learner needs its lesson twice in one prompt; with a window of 1 it never gets it."""
+    direct = _run(tmp_path, "direct", learner, 4, memory_size=1)
+    short = _run(tmp_path, "short", learner, 2, memory_size=1)
+    resume(short, num_trials=4, progress=False)
+    records = load_run(short)[1]
+    assert max(len(r.memory) for r in records) == 1 and not any(r.success for r in records)
+    assert _comparable(records) == _comparable(load_run(direct)[1])
+
+
+def test_a_trial_redone_after_repair_sees_no_later_memory_and_its_later_trials_are_redone(tmp_path, learner):
+    """Issue 35 §6: `repair` moved the VIVA task's trial-1 record aside (its line was corrupt);
+    `resume` must not redo trial 1 with the reflection trial 2 wrote, nor keep trials 2 and 3,
+    which ran on the lost trial: they are superseded and redone, and the run equals a clean one."""
+    from reinagent.repair import repair
+
+    clean = _run(tmp_path, "clean", learner, 3)
+    gapped = _run(tmp_path, "gapped", learner, 3)
+    path = gapped / RECORDS
+    lines = path.read_bytes().splitlines(keepends=True)
+    (lost,) = [i for i, line in enumerate(lines)
+               if (d := json.loads(line)).get("trial") == 1 and VIVA in json.dumps(d["trajectory"])]
+    task_id = json.loads(lines[lost])["task_id"]
+    lines[lost] = lines[lost][:40] + b"\n"  # a line cut short in the middle of the file
+    path.write_bytes(b"".join(lines))
+    assert repair(gapped).moved == [lost + 1]
+    assert (task_id, 1) not in {(r.task_id, r.trial) for r in load_run(gapped)[1]}
+
+    done = run_cli("resume", str(gapped), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert f"{task_id}/trial1" in done.stderr and "superseding the later ones" in done.stderr
+    records = {(r.task_id, r.trial): r for r in load_run(gapped)[1]}
+    redone = records[(task_id, 1)]
+    assert redone.memory == [] and LESSON not in json.dumps([m.model_dump() for m in redone.trajectory.messages])
+    assert records[(task_id, 2)].memory == [LESSON] and records[(task_id, 3)].success  # redone in order
+    (marker,) = [e for e in read_log(gapped) if isinstance(e, Supersede)]
+    assert sorted(marker.keys) == [(task_id, 2), (task_id, 3)]
+    history = json.loads((gapped / SPEC).read_text())["history"]
+    assert history[-1]["changes"]["lost_trials"] == [f"{task_id}/trial1"]
+    assert _comparable(records.values()) == _comparable(load_run(clean)[1])
+
+
+def test_a_run_started_before_the_search_reflection_bound_resumes_without_it():
+    """A spec without `search_reflections` (a run from before issue 35) resumes as it began, with no
+    bound; a spec that has it keeps its own value."""
+    from reinagent.records import RunSpec
+    from reinagent.resuming import ResumePlan, recorded_settings
+
+    def spec(**config):
+        return RunSpec(config={"benchmark": "hotpotqa", "constrained": False, **config}, task_ids=[], created_at=0.0,
+                       reinagent_version="0", python_version="3")
+
+    assert recorded_settings(spec(), ResumePlan(num_trials=1)) == {"search_reflections": None}
+    assert recorded_settings(spec(search_reflections=3), ResumePlan(num_trials=1)) == {}

@@ -41,6 +41,7 @@ def test_registry_names_every_rollout_and_imports_lazily():
     (["--max-calls-per-episode", "0"], ["--max-calls-per-episode must be a positive"]),
     (["--max-tokens-per-episode", "-3"], ["--max-tokens-per-episode must be a positive"]),
     (["--mcts-children", "0"], ["--mcts-children must be a positive"]),
+    (["--search-reflections", "-1"], ["--search-reflections must be zero or a positive whole number, got -1"]),
 ])
 def test_bad_settings_are_one_line_errors(tmp_path, script, flags, needles):
     proc = run_cli("run", "--benchmark", "hotpotqa", "--model", script([]), "--run-dir", str(tmp_path / "r"), *flags)
@@ -128,7 +129,8 @@ def test_cli_mcts_with_reflexion_end_to_end(tmp_path, script):
     first, second = sorted(records, key=lambda r: r.trial)
     assert not first.success and first.reflection and LESSON in first.reflection
     tree = first.trajectory.tree
-    assert first.trajectory.rollout == "mcts" and [n.id for n in tree] == [0, 1, 2]
+    assert first.trajectory.rollout == "mcts" and [n.id for n in tree] == [0, 1]  # its 2 samples: 1 child (identical)
+    assert first.trajectory.extra["search"]["duplicates"] == 1
     assert all(n.terminal and n.success is False and LESSON in n.reflection for n in tree[1:])
     assert second.success and second.memory == [first.reflection]
     assert second.trajectory.answer == GOLD and second.trajectory.tree[0].visits >= 1

@@ -238,10 +238,11 @@ def test_branches_never_share_env_state(snapshots):
 
 
 def test_siblings_in_a_search_see_their_own_lookup_cursor():
-    """Every child of a node does the same Lookup: each must see result 2, never 3, 4, ..."""
+    """Every child of a node does the same Lookup (with its own thought, so that the children are
+    distinct and all kept): each must see result 2, never 3, 4, ..."""
     def answer(j, text, steps):
-        return ("Action: Search[VIVA Media]", "Action: Lookup[VIVA]", "Action: Lookup[VIVA]")[steps] if steps < 3 \
-            else "Action: Finish[no]"
+        action = ("Search[VIVA Media]", "Lookup[VIVA]", "Lookup[VIVA]")[steps] if steps < 3 else "Finish[no]"
+        return f"Thought: sample {j}\nAction: {action}"
 
     llm = PromptModel(gold(), answer)
     ep, cfg = episode(llm, "tot", agent="react", tot_breadth=3, tot_keep=1, value_samples=1)

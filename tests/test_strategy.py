@@ -68,3 +68,35 @@ def test_memory_window_unit():
     assert EpisodicMemory(window=0, reflections=["a"]).recent() == []
     view = MemoryView(trial=2, strategy=ReflexionStrategy.NONE, reflections=("a",), last_attempt="x")
     assert view.block() == "" and view.shown_reflections == []
+
+
+
+def test_no_reflection_after_a_successful_trial(tmp_path, script):
+    """Mutant: reflecting after a successful trial too. The VIVA task (hard100's first) is solved
+    at trial 1: its record has no reflection and no reflector call; the other task's has both."""
+    viva, right = "VIVA Media AG", "Gesellschaft mit beschränkter Haftung"
+    model = script([{"when": "Your failed attempt", "reply": REFLECTION},
+                    {"when": viva, "reply": f"Thought: the paragraph says so.\nAction: Finish[{right}]"}],
+                   default=WRONG)
+    run_dir = run(benchmark="hotpotqa", agent="cot-context", strategy="reflexion", num_trials=2, num_envs=2,
+                  model=model, run_dir=str(tmp_path / "r"), cache=False, progress=False)
+    records = load_run(run_dir)[1]
+    (solved,) = [r for r in records if r.success]
+    assert solved.trial == 1 and solved.reflection is None and solved.reflection_calls == []
+    assert [r.trial for r in records if r.task_id == solved.task_id] == [1]
+    (wrong,) = [r for r in records if r.task_id != solved.task_id and r.trial == 1]
+    assert wrong.reflection == REFLECTION and len(wrong.reflection_calls) == 1
+
+
+def test_memory_before_a_trial_holds_only_earlier_trials():
+    """Mutant: a trial's memory taken from all its task's records, later trials included (what a
+    resume that redid a lost trial 1 showed it: the reflection trial 2 wrote)."""
+    from reinagent.memory import memory_before
+    from reinagent.records import TrialRecord
+
+    done = {("t", k): TrialRecord(task_id="t", trial=k, reflection=f"lesson {k}") for k in (1, 2, 3)}
+    done[("u", 1)] = TrialRecord(task_id="u", trial=1, reflection="other task")
+    done[("t", 4)] = TrialRecord(task_id="t", trial=4, reflection="errored", error="model error: 500")
+    assert memory_before(done, "t", 1, 3).recent() == []
+    assert memory_before(done, "t", 3, 3).recent() == ["lesson 1", "lesson 2"]
+    assert memory_before(done, "t", 5, 2).recent() == ["lesson 2", "lesson 3"]  # the window; no errored trial

@@ -37,6 +37,7 @@ class RolloutSettings:
     value_samples: int  # tot/mcts: LLM value judgements per node
     search_temperature: float  # tot/mcts: sampling temperature of searched steps
     search_judge: str  # tot/mcts: reward or value judges a terminal node inside the search
+    search_reflections: int | None  # mcts: reflections one episode writes and shows (None: no bound)
     mcts_iterations: int | None  # mcts: iterations (None: the benchmark's own, else 10)
     mcts_children: int  # mcts: children sampled per expansion
     mcts_exploration: float  # mcts: the UCT exploration constant

@@ -13,6 +13,10 @@ One iteration, as in LATS:
 - backpropagate the simulation's return, the mean of the values along the simulated path (the
   terminal's judged reward last), to every node from the root to where it ended.
 
+Memory as LATS bounds it (search.py): a failed terminal node gets a reflection only when its final
+answer is new to the episode and fewer than `search_reflections` (3) exist; identical children of a
+node are kept once. Every failed terminal node is still backed up (its 0 lowers its ancestors' Q).
+
 A node's `q` is the mean of its prior (its value; a terminal node's reward) and every return
 backed up through it, so UCT = q + c * sqrt(ln(N_parent + 1) / (n + 1)) weighs the LM's
 judgement from the first selection on, not only the 0/1 rewards at the end. The search stops at
@@ -67,8 +71,10 @@ class _Run:
         for it in range(self.iterations):
             leaf = self.select()
             kids = await s.expand([leaf], self.settings.mcts_children, lambda p, j: f"mcts/it{it}/n{p}/c{j}")
-            if await self.settle(kids, f"mcts/it{it}") or s.stopped or not kids:
+            if await self.settle(kids, f"mcts/it{it}") or s.stopped:
                 return
+            if not kids:  # every sample repeated a child the node has (a root expanded again): resample
+                continue
             for k in kids:
                 if s.nodes[k].terminal:  # its verdict backed up once: it is never selected again
                     self.backprop(k, s.nodes[k].reward or 0.0)

@@ -10,6 +10,11 @@ Judging (`judge`): a terminal node is judged by the environment's reward (`--sea
 the default: the feedback Reflexion and LATS both use), by the model's own value (`value`: no gold
 answer inside the search), or, for the coder, by its internal tests (the hidden tests then judge
 only the program the search returns, once). `Episode.evaluate` counts the benchmark's verdicts.
+
+Bounded memory (as LATS bounds it): a reflection is written only for a failed trajectory whose final
+answer no earlier reflection of the episode covers, and at most `search_reflections` (3) per
+episode; every prompt shows all of them, so no prompt grows with the number of failed nodes.
+Identical (thought, action) children of one node are kept once (LATS's `unique_states`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ class Search:
         self.nodes: list[SearchNode] = []
         self.states: list[PathState] = []
         self.evaluations: dict[int, Evaluation] = {}
-        self.reflections: list[str] = []
+        self.reflections: list[str] = []  # the episode's reflections, in the order written
+        self.reflected: set[tuple] = set()  # the failures they cover (failure_key)
+        self.keep = episode.settings.search_reflections  # None: no bound (runs from before the bound)
+        self.duplicates = 0  # sampled children dropped as identical to a sibling
         self.stopped: str | None = None  # the budget that ended the search early
         cfg = episode.settings
         self.samples = cfg.value_samples
@@ -79,7 +87,8 @@ class Search:
 
     async def expand(self, parents: list[int], n: int, key: Callable[[int, int], str]) -> list[int]:
         """n sampled children of every parent: one batch of calls, then the steps concurrently,
-        each in its own branch of the env. Returns the new node ids in request order."""
+        each in its own branch of the env. A sample whose (thought, action) a sibling already has
+        makes no node (LATS's `unique_states`). Returns the new node ids in request order."""
         requests, asked = [], []
         for p in parents:
             messages = self.stepper.messages(self.states[p], self.reflections)
@@ -88,7 +97,17 @@ class Search:
                 asked.append((p, messages))
         completions = await self.actor.complete_many(requests)
         self.note_refusal(completions)
-        made = [(p, m, c.text) for (p, m), c in zip(asked, completions) if c is not None]
+        made, seen = [], {p: {self.stepper.output_key(self.states[p], self.nodes[k].output or "")
+                              for k in self.children(p)} for p in parents}
+        for (p, m), c in zip(asked, completions):
+            if c is None:
+                continue
+            step = self.stepper.output_key(self.states[p], c.text)
+            if step in seen[p]:
+                self.duplicates += 1
+                continue
+            seen[p].add(step)
+            made.append((p, m, c.text))
         states = await gather_in_order(self.stepper.advance(self.states[p], m, text) for p, m, text in made)
         return [self.add(p, s, text) for (p, _m, text), s in zip(made, states)]
 
@@ -144,16 +163,34 @@ class Search:
         return [i for i in ids if self.nodes[i].success]
 
     async def reflect(self, ids: list[int], prefix: str) -> None:
-        """A self-reflection on each failed terminal node, for later expansions and values."""
+        """A self-reflection on each failed terminal node whose failure (its final answer) none
+        covers yet, while the episode holds fewer than `search_reflections`; for later expansions
+        and values. The others are backed up as usual, without a reflection (as in LATS)."""
+        todo = []
+        for i in ids:
+            failure = self.failure_key(i)
+            if failure in self.reflected or (self.keep is not None and len(self.reflected) >= self.keep):
+                continue
+            self.reflected.add(failure)
+            todo.append(i)
         blind = self.judge_by == "value"  # judged without the environment's verdict: reflect without it too
         requests = [Request(self.reflector.prompt(self.attempt(i, blind=blind)), self.reflector.params,
-                            f"{prefix}/n{i}/reflect", llm=self.reflector.llm, role="reflector") for i in ids]
+                            f"{prefix}/n{i}/reflect", llm=self.reflector.llm, role="reflector") for i in todo]
         completions = await self.actor.complete_many(requests)
         self.note_refusal(completions)
-        for i, c in zip(ids, completions):
+        for i, c in zip(todo, completions):
             if c is not None:
                 self.nodes[i].reflection = clean_reflection(c.text)
                 self.reflections.append(self.nodes[i].reflection)
+
+    def failure_key(self, i: int) -> tuple:
+        """What makes a failed trajectory distinct: its final answer (case and spacing aside), as
+        LATS's `get_unique_trajectories`; a path that ended without one (a depth limit, an ALFWorld
+        game) by its actions."""
+        state = self.states[i]
+        if state.answer is not None:
+            return ("answer", " ".join(str(state.answer).split()).lower())
+        return ("path", tuple(s.action or s.output for s in state.steps))
 
     # --- the result ------------------------------------------------------------------------------
 
@@ -180,6 +217,8 @@ class Search:
             traj.end_reason = self.stopped
         traj.rollout, traj.tree = self.name, list(self.nodes)
         traj.extra["search"] = {"nodes": len(self.nodes), "reflections": len(self.reflections), "judge": self.judge_by,
+                                "failed": sum(n.terminal and not n.success for n in self.nodes),
+                                "duplicates": self.duplicates,
                                 "replayed_actions": self.stepper.branching.replays,
                                 "chosen": self.path(best) if self.nodes else []}
         # the benchmark judges the returned path (once; never again where the search asked it)

@@ -106,6 +106,11 @@ class Stepper(abc.ABC):
             child.terminal, child.end_reason = True, "depth_limit"
         return child
 
+    def output_key(self, state: PathState, output: str) -> tuple:
+        """What makes a child of `state` sampled as `output` distinct from its siblings (LATS keys
+        a child by its thought and action); here: the text, spacing aside."""
+        return (" ".join(output.split()),)
+
     @abc.abstractmethod
     async def act(self, state: PathState, env, output: str) -> PathState:
         """Parse `output`, step `env` (already in `state`), return the new state (env.actions
@@ -124,6 +129,14 @@ class ThoughtActionStepper(Stepper):
     def __init__(self, episode: Episode, name: str, actions: tuple[str, ...]):
         self.actions = actions
         super().__init__(episode, name)
+
+    def output_key(self, state: PathState, output: str) -> tuple:
+        from reinagent.agents.parsing import parse_output
+
+        thought, action = parse_output(output, self.actions)
+        if action is None:  # no valid action: the reply itself (LATS drops these; we keep them)
+            return super().output_key(state, output)
+        return (thought, str(action))
 
     async def act(self, state: PathState, env, output: str) -> PathState:
         from reinagent.agents.parsing import clean_step_text, parse_output
@@ -164,6 +177,12 @@ class ALFWorldStepper(Stepper):
         state.extra.update(won=False, env_steps=0, task_type=getattr(self.task, "task_type", ""), task=obs, moves=[])
         state.base = self.prompt_for([], state)
         return state
+
+    def output_key(self, state: PathState, output: str) -> tuple:
+        from reinagent.agents.alfworld_react import parse_move
+
+        move = parse_move(output, state.info.get("admissible_commands"))
+        return (move.kind, move.text)
 
     def prompt_for(self, reflections: list[str], state: PathState | None = None) -> list[Message]:
         observation = state.extra["task"] if state is not None else ""
@@ -246,6 +265,11 @@ class CoderStepper(Stepper):
 
     def messages(self, state: PathState, reflections: list[str]) -> list[Message]:
         return self.prompt_for(reflections, state)  # one implementation per node: no tail
+
+    def output_key(self, state: PathState, output: str) -> tuple:
+        from reinagent.programming.extract import extract_code
+
+        return (extract_code(output, self.task.entry_point),)  # the same program twice: one node
 
     async def act(self, state: PathState, env, output: str) -> PathState:
         from reinagent.programming.extract import extract_code
