@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from reinagent.errors import ConfigError
+from reinagent.records import Evaluation
 from reinagent.names import ROLLOUT_CLASSES, ROLLOUTS, check_rollout, register_rollout, rollout_names  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from reinagent.config import RunConfig
     from reinagent.env import Env
     from reinagent.memory import MemoryView
-    from reinagent.records import Evaluation, Trajectory
+    from reinagent.records import Trajectory
     from reinagent.reflector import Reflector
 
 _REGISTRY = ROLLOUT_CLASSES  # the registry itself lives below config (reinagent/names.py)
