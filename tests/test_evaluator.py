@@ -224,3 +224,33 @@ def test_internal_tests_kept_picks_at_random_once_per_task():
     assert len(picks) > 1  # at random, not always the first
     two, _ = CoderAgent(RunConfig(benchmark="humaneval", internal_tests_kept=2)).tests_from(task, reply)
     assert len(two) == 2 and [t for t in written if t in two] == two  # kept in the order written
+
+
+def test_the_reference_programming_loop_is_what_strategies_md_says(tmp_path, script):
+    """docs/strategies.md's programming rows, with its flags for the reference loop: each trial's
+    prompt has the previous implementation, its own-test feedback and only the latest reflection;
+    one internal test, written once; the loop ends on the own tests, the hidden tests judge once."""
+    tests = "\n".join([f"assert {ENTRY}([1.0, 2.0, 3.0], 0.5) == False", f"assert {ENTRY}([1.0, 1.1], 0.5) == True",
+                       f"assert {ENTRY}([], 1.0) == False"])
+    v1 = f"```python\ndef {ENTRY}(numbers, threshold):\n    return None  # v1\n```"
+    v2 = f"```python\ndef {ENTRY}(numbers, threshold):\n    return 'x'  # v2\n```"
+    rules = [
+        {"when": f"(?s)# v1.*{REFLECT}", "reply": "Reflection: R-ONE, I returned None."},
+        {"when": f"(?s)# v2.*{REFLECT}", "reply": "Reflection: R-TWO, compare every pair."},
+        {"when": TESTS_PROMPT, "reply": tests},
+        {"when": f"(?s)R-TWO.*{IMPLEMENT}", "reply": RIGHT},
+        {"when": f"(?s)R-ONE.*{IMPLEMENT}", "reply": v2},
+        {"when": IMPLEMENT, "reply": v1},
+    ]
+    report, records = _run(tmp_path, "run", script(rules, default="no"), "--strategy", "last_attempt_and_reflexion",
+                           "--memory-size", "1", "--internal-tests-kept", "1")
+    assert [r.trial for r in records] == [1, 2, 3]
+    kept = records[0].trajectory.extra["internal_tests"]
+    assert len(kept) == 1 and kept[0] in tests.splitlines()
+    assert all(r.trajectory.extra["internal_tests"] == kept for r in records)
+    third = records[2].trajectory.messages[1].content
+    assert "# v2" in third and "Feedback from your own unit tests" in third and "# v1" not in third
+    assert "R-TWO" in third and "R-ONE" not in third and records[2].memory == [records[1].reflection]
+    assert [r.evaluation["benchmark_evaluations"] for r in records] == [0, 0, 1]
+    assert records[2].internal_passed and records[2].success and report["pass_at_1"] == 1.0
+    assert _spec(tmp_path / "run")["config"]["internal_tests_kept"] == 1
