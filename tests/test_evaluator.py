@@ -85,6 +85,18 @@ def test_evaluator_hidden_is_the_oracle_loop_and_says_so(tmp_path, script):
     assert "judged by the hidden tests: oracle" in markdown.stdout and "oracle-gated pass@N" in markdown.stdout
     listing = run_cli("runs", str(tmp_path))
     assert listing.returncode == 0 and "oracle: hidden tests" in listing.stdout, listing.stdout + listing.stderr
+    page = tmp_path / "report.html"
+    assert run_cli("report", str(run_dir), "--format", "html", "-o", str(page)).returncode == 0
+    assert "judged by the hidden tests: oracle" in page.read_text() and "oracle-gated pass@N" in page.read_text()
+    from tests.test_viewer import Viewer
+
+    viewer = Viewer(tmp_path)
+    try:
+        assert "oracle: hidden tests" in viewer.get("/").text
+        assert "oracle: hidden tests" in viewer.get("/runs/run").text
+        assert viewer.get("/api/runs").json()["runs"][0]["evaluator"] == "hidden"
+    finally:
+        viewer.close()
 
     # A resumed run keeps its evaluator: trial 4 runs although the program passed its own tests.
     resumed = run_cli("resume", str(run_dir), "--num-trials", "4", "--quiet")
