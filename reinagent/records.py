@@ -180,6 +180,15 @@ class TrialRecord(BaseModel):
         return max(0.0, self.finished_at - self.started_at)
 
 
+def recorded_evaluator(config: dict[str, Any]) -> str | None:
+    """A run's Evaluator (`--evaluator`) as its spec's config records it. A programming run (the
+    coder, the one agent with tests of its own) recorded before the setting existed has no such key:
+    it was judged by the hidden tests every trial, and is read (and resumed) as `hidden`."""
+    if "evaluator" in config:
+        return config["evaluator"]
+    return "hidden" if config.get("agent") == "coder" else None
+
+
 def stops_loop(record: TrialRecord, evaluator: str | None) -> bool:
     """Whether a task's trial loop ends with this record: Reflexion's Evaluator passed it. Under
     `--evaluator internal` that is the program's own tests (the hidden verdict, `success`, is only

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reinagent.errors import ConfigError, ModelError
-from reinagent.records import RunSpec, SpecChange, TrialRecord, stops_loop
+from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact
 
 Key = tuple[str, int]
@@ -149,15 +149,10 @@ def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:
 def _evaluator(spec: RunSpec) -> dict[str, Any]:
     """A run keeps its Evaluator. One started before `--evaluator` existed (no such key in its spec)
     was judged by the hidden tests every trial: it goes on so, not under today's default."""
-    from reinagent import benchmarks
-
     if "evaluator" in spec.config:
         return {}
-    try:
-        has_choice = benchmarks.make(str(spec.config.get("benchmark"))).default_evaluator is not None
-    except Exception:  # noqa: BLE001 - an unknown benchmark is refused, with its own message, later
-        return {}
-    return {"evaluator": "hidden"} if has_choice else {}
+    evaluator = recorded_evaluator(spec.config)
+    return {} if evaluator is None else {"evaluator": evaluator}
 
 
 def _shown(name: str, value: Any) -> Any:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reinagent.errors import RunDirError
-from reinagent.records import stops_loop
+from reinagent.records import recorded_evaluator, stops_loop
 from reinagent.runlock import LOCK
 from reinagent.store import RECORDS, SPEC, is_run_dir
 
@@ -194,7 +194,7 @@ def _current_trial(loaded, trial: int) -> dict[str, int]:
     """Episodes done in the newest trial, out of the tasks still unsolved when it began."""
     if trial == 0:
         return {"trial": 0, "attempted": 0, "expected": len(loaded.spec.task_ids)}
-    evaluator = loaded.spec.config.get("evaluator")
+    evaluator = recorded_evaluator(loaded.spec.config)
     solved_before = {r.task_id for r in loaded.records if stops_loop(r, evaluator) and r.trial < trial}
     attempted = sum(r.trial == trial for r in loaded.records)
     return {"trial": trial, "attempted": attempted, "expected": len(loaded.spec.task_ids) - len(solved_before)}

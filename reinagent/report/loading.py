@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, TrialRecord, solved_at
+from reinagent.records import RunSpec, TrialRecord, recorded_evaluator, solved_at
 from reinagent.store import is_run_dir, read_records, read_spec
 
 
@@ -30,7 +30,7 @@ class LoadedRun:
     @property
     def evaluator(self) -> str | None:
         """The run's `--evaluator` (None: a benchmark judged by its own verdict only)."""
-        return self.spec.config.get("evaluator")
+        return recorded_evaluator(self.spec.config)
 
     def solved_at(self, task_id: str) -> int | None:
         """The trial at which the task's loop stopped with a success, as its score counts it."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reinagent.records import RunSpec, TrialRecord, Usage, solved_at, stops_loop
+from reinagent.records import RunSpec, TrialRecord, Usage, recorded_evaluator, solved_at, stops_loop
 from reinagent.report.labels import run_label
 from reinagent.report.rollouts import rollout_of, rollout_stats
 from reinagent.report.stats import wilson_interval
@@ -69,7 +69,7 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         by_trial.setdefault(rec.trial, []).append(rec)
     # One entry per planned trial even when nothing ran yet (a killed run still shows them all).
     last_trial = max([num_trials, *by_trial])
-    evaluator = cfg.get("evaluator")
+    evaluator = recorded_evaluator(cfg)
     # where each task's loop stopped with a success (report/README: under --evaluator internal, the
     # hidden verdict on the program the loop stopped with; else its first success)
     by_task: dict[str, list[TrialRecord]] = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, Supersede, TrialRecord, solved_at
+from reinagent.records import RunSpec, Supersede, TrialRecord, recorded_evaluator, solved_at
 from reinagent.store import Entry, live_records
 
 SCHEMA_VERSION = 1
@@ -139,7 +139,7 @@ class Store(ABC):
             cfg = spec.config
             out.append(RunInfo(run_id, str(cfg.get("benchmark")), str(cfg.get("agent")),
                                str(cfg.get("strategy")), spec.created_at, len(records),
-                               _solved(records, cfg.get("evaluator")), note))
+                               _solved(records, recorded_evaluator(cfg)), note))
         return out
 
     def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
