@@ -89,7 +89,7 @@ class Episode:
         evaluation = await self.benchmark.evaluate(self.task, trajectory, self.config)
         if internal is None:
             return evaluation
-        detail = {**evaluation.detail, "evaluator": self.evaluator}
+        detail = {**evaluation.detail, **({"evaluator": self.evaluator} if self.evaluator else {})}
         return evaluation.model_copy(update={"internal_passed": internal, "detail": detail})
 
 
