@@ -270,9 +270,9 @@ def test_the_reference_programming_loop_is_what_strategies_md_says(tmp_path, scr
 
 @pytest.mark.parametrize("evaluator", [None, "hidden", "internal"])
 def test_pass_at_1_is_taken_from_the_right_trial(evaluator):
-    """Task a solved at trial 2, b at trial 1, c never: pass@1 is trial 1's success (b) under the
-    hidden or the benchmark's own verdict; under `internal` it is the hidden verdict where each
-    loop stopped (a and b; c stopped at trial 1 on its own tests and failed the hidden ones)."""
+    """Task a solved at trial 2, b and d at trial 1, c never: pass@1 is trial 1's success (b, d)
+    under the hidden or the benchmark's own verdict; under `internal` it is the hidden verdict where
+    each loop stopped (a, b, d; c stopped at trial 1 on its own tests and failed the hidden ones)."""
     from reinagent.records import RunSpec
     from reinagent.report.summary import summarize_records
 
@@ -281,13 +281,14 @@ def test_pass_at_1_is_taken_from_the_right_trial(evaluator):
         TrialRecord(task_id="a", trial=1, success=False, internal_passed=False if internal else None),
         TrialRecord(task_id="a", trial=2, success=True, internal_passed=True if internal else None),
         TrialRecord(task_id="b", trial=1, success=True, internal_passed=True if internal else None),
+        TrialRecord(task_id="d", trial=1, success=True, internal_passed=True if internal else None),
         *([TrialRecord(task_id="c", trial=1, success=False, internal_passed=True)] if internal else
           [TrialRecord(task_id="c", trial=t, success=False) for t in (1, 2, 3)]),
     ]
     spec = RunSpec(config={"benchmark": "humaneval", "num_trials": 3, "evaluator": evaluator},
-                   task_ids=["a", "b", "c"], created_at=0.0, reinagent_version="0", python_version="3")
+                   task_ids=["a", "b", "c", "d"], created_at=0.0, reinagent_version="0", python_version="3")
     summary = summarize_records(spec, records)
-    assert summary["pass_at_1"] == pytest.approx(2 / 3 if internal else 1 / 3)
-    assert summary["success_rate"] == pytest.approx(2 / 3)
-    assert [t["solved"] for t in summary["trials"]] == [1, 1, 0]
+    assert summary["pass_at_1"] == pytest.approx(3 / 4 if internal else 2 / 4)
+    assert summary["success_rate"] == pytest.approx(3 / 4)
+    assert [t["solved"] for t in summary["trials"]] == [2, 1, 0]
     assert summary["status"] == "complete" and summary["evaluator"] == evaluator
