@@ -125,7 +125,9 @@ def run_options(fn):
         click.option("--temperature", type=float, help="Sampling temperature (default 0, greedy)."),
         click.option("--seed", type=int, help="Run seed; every sampled call gets its own seed derived from it and the call's place (task, trial, role, step)."),
         click.option("--deterministic/--no-deterministic", default=None, help="Local engine: decode one sequence at a time without the prefix cache, so greedy text does not depend on batching (slower; docs/search.md)."),
-        click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent writes (default 4)."),
+        click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent is asked to write, once per task (default 4)."),
+        click.option("--internal-tests-kept", type=int, help="Programming: how many of the tests written are kept, picked at random (default all; the paper's reflexion.py keeps 1)."),
+        click.option("--evaluator", type=click.Choice(["internal", "hidden"]), default=None, help="Programming: what ends a task's trial loop. internal (default): the program's own tests; the hidden tests judge the program it stopped with, once (pass@1, as the paper). hidden: the hidden tests judge every trial (an oracle's pass@N)."),
         click.option("--timeout-s", type=float, help="Programming: seconds per sandboxed execution."),
         click.option("--alfworld-data", help="ALFWorld: an unpacked alfworld_data/ folder (default: the copy shipped with reinagent; or $ALFWORLD_DATA)."),
         click.option("--allow-weak-sandbox", is_flag=True, default=None, help="Programming: run even without bubblewrap (the uid/rlimits fallback lets generated code reach the network and host files)."),
@@ -175,7 +177,7 @@ def run(config_file, quiet, **flags) -> None:
 @shared_option("--ray-address", "--executor ray: the Ray cluster to continue on, HOST:PORT.")
 @shared_option("--store", "The store holding the run (a directory of runs, sqlite:///..., postgresql://..., mongodb://...); RUN_DIR is then the run id.")
 @shared_option("--quiet")
-@click.option("--benchmark", "--agent", "--strategy", "--split", "fixed", hidden=True, multiple=True,
+@click.option("--benchmark", "--agent", "--strategy", "--split", "--evaluator", "fixed", hidden=True, multiple=True,
               help="Refused: these define the experiment (start a new run).")
 def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, **overrides) -> None:
     """Continue a run exactly where it stopped; --base-url, --model, ... move it (each change is
@@ -184,8 +186,8 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
 
     if fixed:
         raise ReinagentError(
-            "resume cannot change --benchmark, --agent, --strategy or --split: they define what the run "
-            "measures; start a new run with `reinagent run` instead")
+            "resume cannot change --benchmark, --agent, --strategy, --split or --evaluator: they define what "
+            "the run measures (a resumed run keeps its own); start a new run with `reinagent run` instead")
     if num_trials is not None and num_trials <= 0:
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
     if from_trial is not None and from_trial <= 0:

@@ -70,7 +70,16 @@ class RunConfig(BaseModel):
     max_turns: int = Field(default=5, gt=0)
     turn_discount: float = 0.9  # in (0, 1]: see _turn_discount
     # programming benchmarks
-    num_internal_tests: int = Field(default=4, ge=1, le=20)
+    num_internal_tests: int = Field(default=4, ge=1, le=20)  # unit tests the coder is asked to write
+    # how many of the tests it wrote are kept, picked at random (seeded by the run's seed and the
+    # task): None keeps them all; the reference's reflexion.py keeps 1 (`internal_tests(.., 1)`)
+    internal_tests_kept: int | None = Field(default=None, ge=1, le=20)
+    # Reflexion's Evaluator: internal (the program's own tests decide whether the task's loop goes
+    # on; the hidden tests judge only the program it stopped with, once: pass@1, as the paper) or
+    # hidden (the hidden tests judge every trial and decide: an oracle's pass@N). None: the
+    # benchmark's default (internal for humaneval and mbpp; benchmarks without internal tests
+    # have no choice and keep None)
+    evaluator: Literal["internal", "hidden"] | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
     # alfworld

@@ -12,7 +12,7 @@ from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
-from reinagent.records import TrialRecord, Trajectory, first_non_finite
+from reinagent.records import TrialRecord, Trajectory, first_non_finite, stops_loop
 from reinagent.redact import redact
 from reinagent.rollouts import Episode, make_rollout
 
@@ -29,7 +29,7 @@ async def run_episode(
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
         last_attempt = exp.agent.render_attempt(task, previous.trajectory)
-    view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt)
+    view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt, kept_tests(previous))
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
@@ -37,14 +37,19 @@ async def run_episode(
     actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
                   activity=getattr(exp, "activity", None) or Activity())
     settings = rollout_settings(cfg)
-    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector)
+    evaluator = getattr(cfg, "evaluator", None)
+    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector,
+                      evaluator=evaluator, last_trial=trial >= cfg.num_trials)
     try:
         trajectory, evaluation = await make_rollout(cfg.rollout, settings).run(episode)
         record.trajectory = trajectory
         record.success, record.reward, record.f1 = evaluation.success, evaluation.reward, evaluation.f1
+        record.internal_passed = evaluation.internal_passed
         record.answer = trajectory.answer
         record.evaluation = dict(evaluation.detail)
-        if not evaluation.success and trial < cfg.num_trials and cfg.strategy.uses_reflections:
+        # Reflect where the loop goes on: the Evaluator (the program's own tests under
+        # --evaluator internal, else the benchmark's verdict) failed the attempt, and trials are left.
+        if not stops_loop(record, evaluator) and trial < cfg.num_trials and cfg.strategy.uses_reflections:
             attempt = exp.agent.render_attempt(task, trajectory)
             record.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
             record.reflection_calls.append(call)
@@ -64,6 +69,14 @@ async def run_episode(
     record.evaluation["benchmark_evaluations"] = episode.benchmark_evaluations
     record.finished_at = time.time()
     return record
+
+
+def kept_tests(previous: TrialRecord | None) -> tuple[str, ...] | None:
+    """The internal tests the task's earlier trial ran (the coder writes them once per task, as
+    the reference does, and every later trial keeps them, none usable included); None when no
+    earlier trial recorded any (trial 1, or one that ended in an error before they were kept)."""
+    tests = previous.trajectory.extra.get("internal_tests") if previous is not None else None
+    return tuple(str(t) for t in tests) if isinstance(tests, list) else None
 
 
 def _finite(record: TrialRecord) -> TrialRecord:

@@ -54,7 +54,8 @@ def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     split = config.split or bench.default_split
     if split not in bench.splits:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
-    config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split})
+    config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split,
+                                       "evaluator": resolve_evaluator(bench, config.evaluator)})
     bench.check_config(config)
     if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
         from reinagent.rollouts.multi_turn import check_agent
@@ -69,6 +70,17 @@ def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
 
         bench = served(bench, config)
     return bench, config
+
+
+def resolve_evaluator(bench: Benchmark, evaluator: str | None) -> str | None:
+    """`--evaluator` as the run uses it: the benchmark's default when none is given; refused for a
+    benchmark whose own verdict is its only evaluator (no internal tests to choose)."""
+    if bench.default_evaluator is None:
+        if evaluator is not None:
+            raise ConfigError(f"--evaluator is for benchmarks whose agent writes tests of its own (humaneval, "
+                              f"mbpp); {bench.name} is judged by its own verdict only: leave --evaluator out")
+        return None
+    return evaluator or bench.default_evaluator
 
 
 def select_tasks(bench: Benchmark, config: RunConfig) -> list[Task]:

@@ -36,6 +36,9 @@ class MemoryView:
     strategy: ReflexionStrategy
     reflections: tuple[str, ...] = ()
     last_attempt: str | None = None
+    # the coder's own unit tests, written in the task's first trial and kept for every later one
+    # (whatever the strategy; never part of the memory block): None until a trial has written them
+    internal_tests: tuple[str, ...] | None = None
 
     def block(self) -> str:
         """The text to put in the actor's prompt, shaped by the strategy."""

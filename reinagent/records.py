@@ -145,6 +145,9 @@ class Evaluation(BaseModel):
     reward: float = 0.0
     f1: float | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
+    # the program passed its own (internal) tests: what ends the task's trial loop under
+    # `--evaluator internal`; None where the benchmark has no internal tests
+    internal_passed: bool | None = None
 
 
 class TrialRecord(BaseModel):
@@ -161,6 +164,9 @@ class TrialRecord(BaseModel):
     reflection_calls: list[ModelCall] = Field(default_factory=list)
     memory: list[str] = Field(default_factory=list)  # reflections shown to the actor this trial
     evaluation: dict[str, Any] = Field(default_factory=dict)
+    # the program passed its own tests (programming only; None elsewhere). Under `--evaluator
+    # internal` this, not `success`, decides whether the task's loop goes on (`stops_loop`)
+    internal_passed: bool | None = None
     error: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -172,6 +178,40 @@ class TrialRecord(BaseModel):
     @property
     def wall_s(self) -> float:
         return max(0.0, self.finished_at - self.started_at)
+
+
+def recorded_evaluator(config: dict[str, Any]) -> str | None:
+    """A run's Evaluator (`--evaluator`) as its spec's config records it. A programming run (the
+    coder, the one agent with tests of its own) recorded before the setting existed has no such key:
+    it was judged by the hidden tests every trial, and is read (and resumed) as `hidden`."""
+    if "evaluator" in config:
+        return config["evaluator"]
+    return "hidden" if config.get("agent") == "coder" else None
+
+
+def stops_loop(record: TrialRecord, evaluator: str | None) -> bool:
+    """Whether a task's trial loop ends with this record: Reflexion's Evaluator passed it. Under
+    `--evaluator internal` that is the program's own tests (the hidden verdict, `success`, is only
+    the score); otherwise the benchmark's verdict. An errored record never ends it."""
+    if record.error is not None:
+        return False
+    return bool(record.internal_passed) if evaluator == "internal" else record.success
+
+
+def final_record(records: list[TrialRecord], evaluator: str | None) -> TrialRecord | None:
+    """The record one task's loop stopped with (of that task's records): the first that ends the
+    loop, else the last one. Its `success` is the task's score: under `--evaluator internal` the
+    hidden verdict on the program the loop stopped with (pass@1, as the reference scores it),
+    otherwise the first success (solved at any trial). A task's earlier hidden verdicts (a run
+    extended with `resume --num-trials` after its old last trial) never count."""
+    ordered = sorted(records, key=lambda r: r.trial)
+    return next((r for r in ordered if stops_loop(r, evaluator)), ordered[-1] if ordered else None)
+
+
+def solved_at(records: list[TrialRecord], evaluator: str | None) -> int | None:
+    """The trial at which one task's loop stopped with a success (its score), else None."""
+    final = final_record(records, evaluator)
+    return final.trial if final is not None and final.success else None
 
 
 class Supersede(BaseModel):

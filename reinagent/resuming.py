@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reinagent.errors import ConfigError, ModelError
-from reinagent.records import RunSpec, SpecChange, TrialRecord
+from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact
 
 Key = tuple[str, int]
@@ -47,7 +47,7 @@ OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_m
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
-         "alfworld_data", "search_reflections")
+         "alfworld_data", "search_reflections", "evaluator", "internal_tests_kept")
 
 
 @dataclass
@@ -164,13 +164,23 @@ def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: 
 def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:
     """Defaults the run resolved when it started, so that a resume does not take this version's:
     `constrained` (what None came to, in spec.settings), unless the resume changes the model or
-    its server, for which the default is worked out afresh; and `search_reflections` None (no
-    bound) for a run started before that setting existed."""
+    its server, for which the default is worked out afresh; `search_reflections` None (no bound)
+    for a run started before that setting existed; and `evaluator` (see `_evaluator`)."""
     kept: dict[str, Any] = {} if "search_reflections" in spec.config else {"search_reflections": None}
+    kept.update(_evaluator(spec))
     if spec.config.get("constrained") is not None or {"model", "base_url"} & plan.settings.keys():
         return kept
     recorded = spec.settings.get("constrained")
     return kept if recorded is None else {**kept, "constrained": recorded}
+
+
+def _evaluator(spec: RunSpec) -> dict[str, Any]:
+    """A run keeps its Evaluator. One started before `--evaluator` existed (no such key in its spec)
+    was judged by the hidden tests every trial: it goes on so, not under today's default."""
+    if "evaluator" in spec.config:
+        return {}
+    evaluator = recorded_evaluator(spec.config)
+    return {} if evaluator is None else {"evaluator": evaluator}
 
 
 def _shown(name: str, value: Any) -> Any:
@@ -185,20 +195,24 @@ def with_change(spec: RunSpec, plan: ResumePlan) -> RunSpec:
     return spec.model_copy(update={"config": config, "history": [*spec.history, change]})
 
 
-def missing_reflections(done: dict[Key, TrialRecord], num_trials: int, uses_reflections: bool) -> list[TrialRecord]:
+def missing_reflections(done: dict[Key, TrialRecord], num_trials: int, uses_reflections: bool,
+                        evaluator: str | None = None) -> list[TrialRecord]:
     """Failed records whose reflection a run with `num_trials` trials would have written: those of a
-    trial that was the last one when it ran, and whose task has not gone on to the next trial."""
+    trial that was the last one when it ran, and whose task has not gone on to the next trial.
+    Failed as the run's Evaluator says (under --evaluator internal: the program's own tests, even
+    where the hidden tests, run because that trial was the last, passed it)."""
     if not uses_reflections:
         return []
     return [r for (task_id, trial), r in done.items()
-            if trial < num_trials and not r.success and r.error is None and r.reflection is None
+            if trial < num_trials and not stops_loop(r, evaluator) and r.error is None and r.reflection is None
             and (task_id, trial + 1) not in done]
 
 
 async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: asyncio.Semaphore) -> None:
     """Reflect on those records (as `run_episode` would have) and append the completed records,
     which replace the originals; `done` is updated so the next trial's memory holds them."""
-    todo = missing_reflections(done, exp.config.num_trials, exp.config.strategy.uses_reflections)
+    todo = missing_reflections(done, exp.config.num_trials, exp.config.strategy.uses_reflections,
+                               getattr(exp.config, "evaluator", None))
     if not todo:
         return
     tasks = {t.task_id: t for t in exp.tasks}

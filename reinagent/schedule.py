@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from reinagent.benchmarks.base import Task
 from reinagent.memory import memory_before
-from reinagent.records import TrialRecord, Usage
+from reinagent.records import TrialRecord, Usage, stops_loop
 
 Key = tuple[str, int]
 
@@ -38,7 +38,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     done = latest_records(records)
     limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
     # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
-    await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections))
+    await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, _evaluator(exp)))
     await write_missing_reflections(exp, done, limit)
     executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), executor_settings(cfg))
     try:
@@ -63,11 +63,18 @@ def executor_settings(config):
 
 
 def _pending(exp, done: dict[Key, TrialRecord], trial: int) -> list[Task]:
-    return [t for t in exp.tasks if (t.task_id, trial) not in done and not _solved_before(done, t.task_id, trial)]
+    return [t for t in exp.tasks if (t.task_id, trial) not in done and not _stopped_before(exp, done, t.task_id, trial)]
 
 
-def _solved_before(done: dict[Key, TrialRecord], task_id: str, trial: int) -> bool:
-    return any(done.get((task_id, t)) and done[(task_id, t)].success for t in range(1, trial))
+def _stopped_before(exp, done: dict[Key, TrialRecord], task_id: str, trial: int) -> bool:
+    """The task's loop ended at an earlier trial: its Evaluator passed it (the hidden verdict, or
+    under --evaluator internal the program's own tests, whatever the hidden tests said)."""
+    evaluator = _evaluator(exp)
+    return any(done.get((task_id, t)) and stops_loop(done[(task_id, t)], evaluator) for t in range(1, trial))
+
+
+def _evaluator(exp) -> str | None:
+    return getattr(exp.config, "evaluator", None)
 
 
 async def _episode(exp, executor, task: Task, trial: int, done, limit) -> TrialRecord:
@@ -182,7 +189,7 @@ async def _pipeline(exp, executor, done, limit, progress: bool) -> None:
             if (task.task_id, trial) in done:
                 book.advance(task.task_id, trial)  # finished before this invocation (a resume)
                 continue
-            if _solved_before(done, task.task_id, trial):
+            if _stopped_before(exp, done, task.task_id, trial):
                 break
             if trial > 1:
                 gate = book.trials[trial - 1]
@@ -195,7 +202,7 @@ async def _pipeline(exp, executor, done, limit, progress: bool) -> None:
             done[(rec.task_id, rec.trial)] = rec
             book.finished(rec)
             book.advance(task.task_id, trial)
-            if rec.success:
+            if stops_loop(rec, _evaluator(exp)):
                 book.skip(sum((task.task_id, k) not in done for k in range(trial + 1, cfg.num_trials + 1)))
         book.advance(task.task_id, cfg.num_trials)  # nothing more from this task
 
@@ -270,7 +277,9 @@ def _print_summary(exp, trial: int, done, wall_s: float, this: list[TrialRecord]
     """One line per trial about what this invocation attempted (a resume counts only its own)."""
     n = len(exp.tasks)
     solved_now = sum(r.success for r in this)
-    solved_cum = len({tid for (tid, t), r in done.items() if t <= trial and r.success})
+    evaluator = _evaluator(exp)
+    solved_cum = len({tid for (tid, t), r in done.items()
+                      if t <= trial and r.success and (t == trial or stops_loop(r, evaluator))})
     errors = sum(r.error is not None for r in this)
     usage = Usage()
     for r in this:

@@ -42,7 +42,9 @@ def test_reflexion_beats_none_with_scripted_model(tmp_path, script):
     none, none_records = _run(tmp_path, model, "none")
     reflexion, records = _run(tmp_path, model, "reflexion")
     assert none["success_rate"] == 0.0 and reflexion["success_rate"] == pytest.approx(1 / 3)
-    assert none["pass_at_1"] == reflexion["pass_at_1"] == 0.0
+    # --evaluator internal (the default): pass@1 is the hidden verdict on each task's final program
+    assert reflexion["evaluator"] == "internal" and reflexion["pass_at_1"] == pytest.approx(1 / 3)
+    assert none["pass_at_1"] == 0.0 and none["trials"][0]["solved"] == reflexion["trials"][0]["solved"] == 0
     assert [t["solved_cumulative"] for t in reflexion["trials"]] == [0, 1, 1]
 
     by_key = {(r.task_id, r.trial): r for r in records}
@@ -54,7 +56,16 @@ def test_reflexion_beats_none_with_scripted_model(tmp_path, script):
     assert "assert truncate_number(3.5) == 0.5  # output: 3.0" in first.trajectory.extra["feedback"]
     assert "FIX-MARKER" in first.reflection and second.memory == [first.reflection]
     assert "number % 1.0" in second.trajectory.answer
-    assert first.evaluation["reason"] == "failed" and second.evaluation["reason"] == "passed"
+    # Trial 1 failed its own tests: the hidden tests never ran on it (no verdict to steer the loop);
+    # trial 2 passed them, ending the loop, and the hidden tests judged it once.
+    assert first.internal_passed is False and "reason" not in first.evaluation
+    assert first.evaluation["benchmark_evaluations"] == 0
+    assert second.internal_passed is True and second.evaluation["reason"] == "passed"
+    # The tests are written once per task: trial 2 ran trial 1's without asking the model again.
+    assert second.trajectory.extra["internal_tests"] == first.trajectory.extra["internal_tests"]
+    assert second.trajectory.extra["internal_tests_source"] == "an earlier trial"
+    assert not any(c.rollout_id and c.rollout_id.endswith("tests") for c in second.trajectory.calls)
+    assert len(second.trajectory.calls) == 1 and len(first.trajectory.calls) == 2
     # A reply without code is a failed attempt with the parse error as its feedback.
     other = by_key[("HumanEval/0", 1)]
     assert other.error is None and other.trajectory.extra["feedback"].startswith("The code does not parse")

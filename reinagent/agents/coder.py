@@ -6,12 +6,16 @@ implementation runs against those internal tests in the sandbox, and their outco
 feedback that the Reflector and LAST_ATTEMPT see. The hidden tests are the benchmark's business
 (`evaluate`) and never reach this agent.
 
-Under greedy decoding the test prompt carries no memory, so every trial writes the same tests
-(and the response cache answers it); the trajectory records them each time all the same.
+The tests are written once per task, as the reference writes them (programming_runs/reflexion.py
+writes them before its loop): trial 1 asks the model, every later trial runs the same tests again
+(handed over in `MemoryView.internal_tests`), and each trajectory records them. Of the tests the
+model wrote, `--internal-tests-kept K` keeps K picked at random (seeded by the run's seed and the
+task), as the reference's `internal_tests(prompt, model, 1)` keeps one; by default all are kept.
 """
 
 from __future__ import annotations
 
+import random
 from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
@@ -37,6 +41,8 @@ class CoderAgent(Agent):
         explicit = "max_tokens" in config.model_fields_set and config.max_tokens != framework_default
         max_tokens = config.max_tokens if explicit else DEFAULT_MAX_TOKENS
         self.num_tests = config.num_internal_tests
+        self.kept = getattr(config, "internal_tests_kept", None)  # None: every test written
+        self.seed = config.seed
         self.impl_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
         self.test_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
 
@@ -61,15 +67,28 @@ class CoderAgent(Agent):
 
     # --- one trial -------------------------------------------------------------------------------
 
-    async def internal_tests(self, task, actor: Actor) -> tuple[list[str], dict]:
-        """The model's own tests; the prompt's doctest examples when it wrote none usable."""
-        messages = self.tests_prompt(task)
-        completion = await actor.complete(messages, self.test_params)
-        tests = extract_tests(completion.text, task.entry_point, self.num_tests)
+    def tests_from(self, task, text: str) -> tuple[list[str], str]:
+        """The internal tests of the model's reply (the prompt's doctest examples when it wrote
+        none usable), `kept` of them picked at random; and where they came from."""
+        tests = extract_tests(text, task.entry_point, self.num_tests)
         source = "model"
         if not tests:
             tests = doctest_asserts(task.text, task.entry_point, self.num_tests)
             source = "prompt examples" if tests else "none"
+        if self.kept is not None and len(tests) > self.kept:
+            # the reference's sample_n_random; seeded by task so that a rerun picks the same ones
+            picked = set(random.Random(f"{self.seed}/{task.task_id}/internal-tests").sample(range(len(tests)), self.kept))
+            tests = [t for i, t in enumerate(tests) if i in picked]
+        return tests, source
+
+    async def internal_tests(self, task, actor: Actor, memory: MemoryView | None = None) -> tuple[list[str], dict]:
+        """The task's internal tests: those an earlier trial wrote (kept in `memory`), else the
+        model writes them now."""
+        if memory is not None and memory.internal_tests is not None:
+            return list(memory.internal_tests), {"messages": [], "source": "an earlier trial"}
+        messages = self.tests_prompt(task)
+        completion = await actor.complete(messages, self.test_params)
+        tests, source = self.tests_from(task, completion.text)
         record = {
             "messages": [m.model_dump() for m in [*messages, Message(role="assistant", content=completion.text)]],
             "source": source,
@@ -79,7 +98,7 @@ class CoderAgent(Agent):
     async def run(self, task: Task, env: Env, memory: MemoryView, actor: Actor) -> Trajectory:
         traj = actor.trajectory
         await areset(env)
-        tests, generation = await self.internal_tests(task, actor)
+        tests, generation = await self.internal_tests(task, actor, memory)
         set_tests = getattr(env, "set_internal_tests", None)
         if set_tests is None:
             raise TypeError(f"the coder agent needs a programming environment, got {type(env).__name__}")

@@ -28,6 +28,9 @@ class Benchmark(abc.ABC):
     default_split: ClassVar[str]
     #: a worked example of a failed attempt and its reflection, for the Reflector's prompt
     reflection_examples: ClassVar[str] = ""
+    #: `--evaluator` when none is given: "internal" where the agent writes tests of its own
+    #: (programming), None where the benchmark's verdict is the only evaluator (no choice)
+    default_evaluator: ClassVar[str | None] = None
 
     @property
     def env_id(self) -> str:
@@ -54,6 +57,11 @@ class Benchmark(abc.ABC):
     @abc.abstractmethod
     async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
         """Decide success. Runs after the episode; may run hidden tests."""
+
+    def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
+        """Whether the attempt passed the agent's own (internal) tests, read from what the episode
+        recorded (never the hidden tests); None for a benchmark without internal tests."""
+        return None
 
     def check_config(self, config: RunConfig) -> None:  # noqa: B027
         """Raise ConfigError for settings this benchmark cannot run (checked before any work)."""

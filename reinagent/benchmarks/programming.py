@@ -175,6 +175,9 @@ class ProgrammingBenchmark(Benchmark):
     reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
     id_prefix: ClassVar[str]
     mcts_iterations: ClassVar[int] = 8  # LATS's setting for programming
+    # Reflexion's Evaluator for programming is the model's own tests (the paper, and the reference's
+    # programming_runs/reflexion.py): they end the loop; the hidden tests score its last program
+    default_evaluator: ClassVar[str | None] = "internal"
 
     def __init__(self) -> None:
         self._sandbox: Sandbox | None = None
@@ -251,6 +254,13 @@ class ProgrammingBenchmark(Benchmark):
 
         return CoderAgent(config)
 
+    def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
+        """Every internal test passed (the sandbox's `passed`: all reported ok; a syntax error or
+        no code ran nothing: False). Read from the episode's record, locally or from an env server's
+        `info`; the program could forge it, which is why it never scores anything."""
+        result = trajectory.extra.get("internal_result")
+        return bool(isinstance(result, dict) and result.get("passed") is True)
+
     async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
         assert isinstance(task, ProgrammingTask)
         code = trajectory.answer or ""
@@ -277,7 +287,9 @@ class ProgrammingBenchmark(Benchmark):
 
     def settings(self) -> dict[str, Any]:
         return {"sandbox": self.sandbox.description,
-                "hidden_tests": "run once per trial on the trusted side (the program behind a proxy), never shown"}
+                "hidden_tests": "run on the trusted side (the program behind a proxy), never shown: once per task "
+                                "on the program the loop stopped with (--evaluator internal), or once per trial "
+                                "(--evaluator hidden)"}
 
     def close(self) -> None:
         if self._sandbox is not None:

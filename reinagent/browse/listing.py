@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from reinagent.errors import RunDirError
+from reinagent.records import recorded_evaluator, stops_loop
 from reinagent.runlock import LOCK
 from reinagent.store import RECORDS, SPEC, is_run_dir
 
@@ -113,6 +114,12 @@ class RunInfo:
     rollout: str = "react"  # how an episode explored: react, tot, mcts, multi-turn
     current_trial: dict[str, int] = field(default_factory=dict)  # trial, attempted, expected
     summary: dict[str, Any] = field(default_factory=dict, repr=False)
+    evaluator: str | None = None  # programming: internal (pass@1) or hidden (an oracle's pass@N)
+
+    @property
+    def judged(self) -> str:
+        """Said next to the solved count: how a programming run's success was judged."""
+        return {"hidden": "oracle: hidden tests every trial", "internal": "pass@1"}.get(self.evaluator or "", "")
 
     @property
     def started(self) -> str:
@@ -121,7 +128,7 @@ class RunInfo:
     def to_json(self) -> dict[str, Any]:
         keys = ("run_id", "benchmark", "agent", "strategy", "rollout", "model", "split", "status", "num_tasks",
                 "num_trials", "trials_started", "solved", "errors", "records", "created_at",
-                "last_update", "current_trial", "started")
+                "last_update", "current_trial", "started", "evaluator", "judged")
         return {k: getattr(self, k) for k in keys} | {"run_dir": str(self.run_dir)}
 
 
@@ -166,6 +173,7 @@ def run_info(run_dir: Path, root: Path | None = None, cache: RunCache | None = N
         solved=s["trials"][-1]["solved_cumulative"] if s["trials"] else 0, errors=s["num_errors"],
         records=s["num_records"], created_at=s.get("created_at") or 0.0, last_update=stamp,
         rollout=str(s.get("rollout") or "react"), current_trial=_current_trial(loaded, trials_started), summary=s,
+        evaluator=s.get("evaluator"),
     )
 
 
@@ -186,7 +194,8 @@ def _current_trial(loaded, trial: int) -> dict[str, int]:
     """Episodes done in the newest trial, out of the tasks still unsolved when it began."""
     if trial == 0:
         return {"trial": 0, "attempted": 0, "expected": len(loaded.spec.task_ids)}
-    solved_before = {r.task_id for r in loaded.records if r.success and r.trial < trial}
+    evaluator = recorded_evaluator(loaded.spec.config)
+    solved_before = {r.task_id for r in loaded.records if stops_loop(r, evaluator) and r.trial < trial}
     attempted = sum(r.trial == trial for r in loaded.records)
     return {"trial": trial, "attempted": attempted, "expected": len(loaded.spec.task_ids) - len(solved_before)}
 
@@ -207,7 +216,8 @@ def runs_table(infos: list[RunInfo]) -> str:
     header = ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials", "solved", "errors",
               "started"]
     rows = [[i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
-             f"{i.trials_started}/{i.num_trials}", f"{i.solved}/{i.num_tasks}", str(i.errors), i.started]
+             f"{i.trials_started}/{i.num_trials}", f"{i.solved}/{i.num_tasks}" + (f" ({i.judged})" if i.judged else ""),
+             str(i.errors), i.started]
             for i in infos]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import click
 
 from reinagent.errors import ReinagentError, choices
-from reinagent.records import TrialRecord
+from reinagent.records import TrialRecord, final_record, solved_at as solved_trial
 from reinagent.report.loading import LoadedRun
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, step_lines, task_prompt, task_question
 from reinagent.terminal import plain
@@ -34,18 +34,23 @@ def task_rows(run: LoadedRun) -> list[TaskRow]:
     rows = []
     for number, task_id in enumerate(run.spec.task_ids, start=1):
         records = run.records_of(task_id)
-        rows.append(TaskRow(number, task_id, task_question(records[0] if records else None), verdict(records)))
+        rows.append(TaskRow(number, task_id, task_question(records[0] if records else None), verdict(records, run.evaluator)))
     return rows
 
 
-def verdict(records: list[TrialRecord]) -> str:
+def verdict(records: list[TrialRecord], evaluator: str | None = None) -> str:
     if not records:
         return "not attempted yet"
-    solved_at = next((r.trial for r in records if r.success), None)
+    solved_at = solved_trial(records, evaluator)
+    judged = {"internal": " (the hidden tests on the program its loop stopped with)",
+              "hidden": " (judged by the hidden tests: oracle)"}.get(evaluator or "", "")
     if solved_at is not None:
-        return f"solved at trial {solved_at}"
+        return f"solved at trial {solved_at}{judged}"
+    final = final_record(records, evaluator)
+    if evaluator == "internal" and final is not None and final.internal_passed:
+        return f"unsolved: its own tests passed at trial {final.trial}, ending its loop; the hidden tests failed it"
     errors = sum(r.error is not None for r in records)
-    return f"unsolved after {len(records)} trial(s)" + (f", {errors} errored" if errors else "")
+    return f"unsolved after {len(records)} trial(s)" + (f", {errors} errored" if errors else "") + judged
 
 
 def resolve_task(run: LoadedRun, key: str) -> str:
@@ -89,7 +94,7 @@ def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: b
     lines = [style(f"task {number}/{len(run.spec.task_ids)}: {plain(task_id)}", bold=True),
              f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
              f"rollout {cfg.get('rollout') or 'react'}, "
-             f"model {cfg.get('model')})", verdict(records), ""]
+             f"model {cfg.get('model')})", verdict(records, run.evaluator), ""]
     if not records:
         return "\n".join(lines)
     if trial is not None:

@@ -164,7 +164,7 @@ def _task_rows(run: LoadedRun, rid: str) -> list[dict[str, Any]]:
     rows = []
     for task_id in run.spec.task_ids:
         recs = run.records_of(task_id)
-        solved_at = next((r.trial for r in recs if r.success), None)
+        solved_at = run.solved_at(task_id)
         f1s = [r.f1 for r in recs if r.f1 is not None]
         rows.append({
             "run_id": rid, "task_id": task_id, "attempts": len(recs), "solved": solved_at is not None,

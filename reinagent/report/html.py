@@ -97,15 +97,15 @@ def _run_view(run: LoadedRun, index: int, max_tasks: int | None) -> dict[str, An
     return {"index": index, "s": s, "trials": trial_table(s), "rollout": rollout_table([s]),
             "usage": usage_table(s), "errors": error_table(s), "num_tasks": len(task_ids),
             "first_vs_last": first_vs_last_line(s), "timing": concurrency_line(s),
-            "tasks": [_task_view(task_id, run.records_of(task_id)) for task_id in shown]}
+            "tasks": [_task_view(task_id, run.records_of(task_id), run.solved_at(task_id)) for task_id in shown]}
 
 
-def _task_view(task_id: str, records: list[TrialRecord]) -> dict[str, Any]:
+def _task_view(task_id: str, records: list[TrialRecord], solved_at: int | None) -> dict[str, Any]:
     """One task: its prompt and gold answer, then every trial collapsed under a one-line verdict."""
     first = records[0] if records else None
     return {
         "id": task_id, "records": len(records),
-        "solved_at": next((r.trial for r in records if r.success), None),
+        "solved_at": solved_at,
         "errors": sum(r.error is not None for r in records),
         # The question is what a reader scans for; the id (often a hex hash) stays beside it, small.
         "question": task_question(first) if first else "",

@@ -13,7 +13,13 @@ def run_label(summary: dict[str, Any]) -> str:
     were otherwise three columns with the same name)."""
     label = f"{summary.get('agent')}/{summary.get('strategy')}/{summary.get('model')}"
     rollout = summary.get("rollout") or "react"
-    return label if rollout == "react" else f"{label} ({rollout})"
+    label = label if rollout == "react" else f"{label} ({rollout})"
+    # a programming run judged by its hidden tests every trial is an oracle's pass@N: say so
+    # wherever its numbers stand (--evaluator hidden)
+    return f"{label} {ORACLE_MARK}" if summary.get("evaluator") == "hidden" else label
+
+
+ORACLE_MARK = "[judged by the hidden tests: oracle]"
 
 
 def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, TrialRecord
+from reinagent.records import RunSpec, TrialRecord, recorded_evaluator, solved_at
 from reinagent.store import is_run_dir, read_records, read_spec
 
 
@@ -26,6 +26,15 @@ class LoadedRun:
 
     def records_of(self, task_id: str) -> list[TrialRecord]:
         return sorted((r for r in self.records if r.task_id == task_id), key=lambda r: r.trial)
+
+    @property
+    def evaluator(self) -> str | None:
+        """The run's `--evaluator` (None: a benchmark judged by its own verdict only)."""
+        return recorded_evaluator(self.spec.config)
+
+    def solved_at(self, task_id: str) -> int | None:
+        """The trial at which the task's loop stopped with a success, as its score counts it."""
+        return solved_at(self.records_of(task_id), self.evaluator)
 
 
 def find_run_dirs(paths: list[str | Path] | str | Path) -> list[Path]:

@@ -41,8 +41,9 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     wall time and errors."""
     h = "#" * level
     errors = error_table(s)
+    oracle = " (judged by the hidden tests: oracle)" if s.get("evaluator") == "hidden" else ""
     lines = [
-        f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}",
+        f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}{oracle}",
         "",
         f"model `{s['model']}`, reflector `{s['reflector_model'] or '-'}`, split `{s.get('split')}`, " + _size(s),
         "",
@@ -50,6 +51,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(trial_table(s)),
         "",
+        *([f"success rate {s['success_rate']:.1%}: {s['judged_by']}", ""] if s.get("judged_by") else []),
         *([line, ""] if (line := first_vs_last_line(s)) else []),
         f"{h}# Rollout",
         "",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reinagent.records import RunSpec, TrialRecord, Usage
+from reinagent.records import RunSpec, TrialRecord, Usage, recorded_evaluator, solved_at, stops_loop
 from reinagent.report.labels import run_label
 from reinagent.report.rollouts import rollout_of, rollout_stats
 from reinagent.report.stats import wilson_interval
@@ -69,10 +69,17 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         by_trial.setdefault(rec.trial, []).append(rec)
     # One entry per planned trial even when nothing ran yet (a killed run still shows them all).
     last_trial = max([num_trials, *by_trial])
+    evaluator = recorded_evaluator(cfg)
+    # where each task's loop stopped with a success (report/README: under --evaluator internal, the
+    # hidden verdict on the program the loop stopped with; else its first success)
+    by_task: dict[str, list[TrialRecord]] = {}
+    for rec in records:
+        by_task.setdefault(rec.task_id, []).append(rec)
+    stopped_at = {tid: solved_at(recs, evaluator) for tid, recs in by_task.items()}
     trials, solved_so_far, solved_first = [], set(), set()
     for t in range(1, last_trial + 1):
         recs = by_trial.get(t, [])
-        solved_now = {r.task_id for r in recs if r.success}
+        solved_now = {r.task_id for r in recs if stopped_at.get(r.task_id) == t}
         solved_so_far |= solved_now
         if t == 1:
             solved_first = set(solved_now)
@@ -117,11 +124,16 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far)},
         "num_trials": num_trials,
         "status": ("complete" if (steps and by_trial and max(by_trial) >= num_trials)
-                   or (not steps and _finished(records, task_ids, num_trials)) else "partial"),
+                   or (not steps and _finished(records, task_ids, num_trials, evaluator)) else "partial"),
         "training_steps": steps,  # set for RL training rollouts: trial = step, no cumulative figures
         "metric": "f1" if cfg.get("benchmark") in F1_BENCHMARKS else "pass_rate",
-        "pass_at_1": trials[0]["solved"] / n_tasks if trials and n_tasks else 0.0,
+        # under --evaluator internal the programming headline: the hidden verdict on each task's
+        # final program (the paper's pass@1); elsewhere success at trial 1
+        "pass_at_1": (final["solved_cumulative"] if evaluator == "internal" else trials[0]["solved"] if trials else 0)
+        / n_tasks if n_tasks else 0.0,
         "success_rate": final["solved_cumulative"] / n_tasks if n_tasks else 0.0,
+        "evaluator": evaluator,
+        "judged_by": judged_by(evaluator),
         "success_ci": [final["ci_low"], final["ci_high"]],
         "trials": trials,
         "usage": _usage_dict(usage) | {
@@ -166,13 +178,24 @@ def _uncached(u: Usage) -> dict[str, Any]:
             "cost_usd": round(u.cost_usd, 6)}
 
 
-def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int) -> bool:
-    """Every task either solved or tried in every trial."""
+def judged_by(evaluator: str | None) -> str | None:
+    """What the success rate is, said next to it for a programming run (None elsewhere)."""
+    if evaluator == "internal":
+        return ("pass@1: the hidden tests judged once the program each task's loop stopped with "
+                "(the loop ended on the program's own tests)")
+    if evaluator == "hidden":
+        return ("judged by the hidden tests (an oracle) at every trial: an oracle-gated pass@N, "
+                "not the paper's pass@1")
+    return None
+
+
+def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int, evaluator: str | None = None) -> bool:
+    """Every task's loop either stopped (its Evaluator passed it) or tried every trial."""
     tried: dict[str, set[int]] = {}
     solved = set()
     for r in records:
         tried.setdefault(r.task_id, set()).add(r.trial)
-        if r.success:
+        if stops_loop(r, evaluator):
             solved.add(r.task_id)
     return all(tid in solved or len(tried.get(tid, ())) >= num_trials for tid in task_ids)
 

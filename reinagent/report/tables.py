@@ -93,6 +93,10 @@ def error_table(s: dict[str, Any]) -> Table:
     return ["task", "trial", "error"], rows
 
 
+JUDGED = {"internal": "own tests end the loop; hidden tests once (pass@1)",
+          "hidden": "hidden tests every trial (oracle)"}
+
+
 def comparison_table(summaries: list[dict[str, Any]]) -> Table:
     """One column per run (labelled agent/strategy/model), one row per quantity compared."""
     rows: list[list[str]] = [
@@ -103,6 +107,8 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
         ["tasks", *[str(s["num_tasks"]) for s in summaries]],
         ["status", *[str(s["status"]) for s in summaries]],
     ]
+    if any(s.get("evaluator") for s in summaries):  # programming: what the success below is
+        rows.append(["judged by", *[JUDGED.get(s.get("evaluator") or "", "-") for s in summaries]])
     for t in range(1, max(len(s["trials"]) for s in summaries) + 1):
         rows.append([f"solved by trial {t} [95% CI]", *[_trial_cell(s, t) for s in summaries]])
     rows += [

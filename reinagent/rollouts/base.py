@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from reinagent.errors import ConfigError
+from reinagent.records import Evaluation
 from reinagent.names import ROLLOUT_CLASSES, ROLLOUTS, check_rollout, register_rollout, rollout_names  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from reinagent.config import RunConfig
     from reinagent.env import Env
     from reinagent.memory import MemoryView
-    from reinagent.records import Evaluation, Trajectory
+    from reinagent.records import Trajectory
     from reinagent.reflector import Reflector
 
 _REGISTRY = ROLLOUT_CLASSES  # the registry itself lives below config (reinagent/names.py)
@@ -59,6 +60,10 @@ class Episode:
     settings: RolloutSettings
     reflector: Reflector | None = None  # search rollouts reflect on failed branches (None: the actor's model)
     benchmark_evaluations: int = 0  # how often the benchmark's judge ran in this (task, trial)
+    # Reflexion's Evaluator (`--evaluator`): "internal" (the agent's own tests decide; the benchmark
+    # judges only a program the loop stops with), "hidden", or None (the benchmark's verdict only)
+    evaluator: str | None = None
+    last_trial: bool = True  # no trial follows this one: the loop stops with it whatever the verdict
 
     @property
     def rollout_id(self) -> str:
@@ -70,9 +75,23 @@ class Episode:
 
     async def evaluate(self, trajectory: Trajectory) -> Evaluation:
         """The benchmark's verdict (hidden tests, gold answer, the game's win), counted: a search
-        that asks it for many paths is an oracle pass@k, which its record must say."""
+        that asks it for many paths is an oracle pass@k, which its record must say.
+
+        Under `--evaluator internal` the agent's own tests decide first: an attempt that fails them
+        while trials are left is not shown to the benchmark at all (no hidden verdict exists, so
+        none can steer the loop); one that passes them, or the last trial's, is judged once, and
+        that verdict is the task's score (the reference's programming_runs/reflexion.py)."""
+        internal = self.benchmark.internal_passed(self.task, trajectory)
+        if self.evaluator == "internal" and not internal and not self.last_trial:
+            return Evaluation(success=False, reward=0.0, internal_passed=False,
+                              detail={"evaluator": "internal", "hidden": "not run: the program failed its own "
+                                      "tests and the loop goes on"})
         self.benchmark_evaluations += 1
-        return await self.benchmark.evaluate(self.task, trajectory, self.config)
+        evaluation = await self.benchmark.evaluate(self.task, trajectory, self.config)
+        if internal is None:
+            return evaluation
+        detail = {**evaluation.detail, **({"evaluator": self.evaluator} if self.evaluator else {})}
+        return evaluation.model_copy(update={"internal_passed": internal, "detail": detail})
 
 
 class Rollout(abc.ABC):

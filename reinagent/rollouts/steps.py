@@ -230,18 +230,16 @@ class CoderStepper(Stepper):
         env.set_internal_tests(self._tests)
 
     async def start(self) -> PathState:
-        (completion,) = await self.episode.actor.complete_many(
-            [Request(self.agent.tests_prompt(self.task), self.agent.test_params, "tests")])
-        if completion is None:
-            raise BudgetExhausted(self.episode.actor.budget.exhausted or "call_budget")
-        from reinagent.programming.extract import doctest_asserts, extract_tests
-
-        task, n = self.task, self.agent.num_tests
-        tests = extract_tests(completion.text, task.entry_point, n)
-        source = "model"
-        if not tests:
-            tests = doctest_asserts(task.text, task.entry_point, n)
-            source = "prompt examples" if tests else "none"
+        task, kept = self.task, self.episode.memory.internal_tests
+        if kept is not None:  # written by the task's first trial: every later search runs them again
+            tests, source, messages = list(kept), "an earlier trial", []
+        else:
+            (completion,) = await self.episode.actor.complete_many(
+                [Request(self.agent.tests_prompt(task), self.agent.test_params, "tests")])
+            if completion is None:
+                raise BudgetExhausted(self.episode.actor.budget.exhausted or "call_budget")
+            tests, source = self.agent.tests_from(task, completion.text)
+            messages = [*self.agent.tests_prompt(task), Message(role="assistant", content=completion.text)]
         self._tests = tests
         env, self.first_observation, info = await self.branching.start()
         try:
@@ -249,7 +247,6 @@ class CoderStepper(Stepper):
             state = PathState(base=self.prompt_for([]), env=self.branching.save(env, ()), info=info)
         finally:
             await aclose(env)
-        messages = [*self.agent.tests_prompt(task), Message(role="assistant", content=completion.text)]
         state.extra.update(internal_tests=tests, internal_tests_source=source,
                            test_generation=[m.model_dump() for m in messages])
         return state

@@ -38,7 +38,7 @@ class ServedBenchmark(Benchmark):
         self.inner = inner
         self.client = EnvClient(env_url)
         for attr in ("name", "version", "description", "agents", "default_agent", "splits", "default_split",
-                     "reflection_examples"):
+                     "reflection_examples", "default_evaluator"):
             setattr(self, attr, getattr(inner, attr))
         self._health: dict[str, Any] | None = None
 
@@ -69,6 +69,10 @@ class ServedBenchmark(Benchmark):
 
     async def evaluate(self, task: Task, trajectory: Trajectory, config) -> Evaluation:
         return await self.inner.evaluate(task, trajectory, config)
+
+    def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
+        # the server's env returned the internal tests' result in `info`, as a local one does
+        return self.inner.internal_passed(task, trajectory)
 
     def settings(self) -> dict[str, Any]:
         return {**self.inner.settings(), "env_url": self.client.url}

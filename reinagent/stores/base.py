@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, Supersede, TrialRecord
+from reinagent.records import RunSpec, Supersede, TrialRecord, recorded_evaluator, solved_at
 from reinagent.store import Entry, live_records
 
 SCHEMA_VERSION = 1
@@ -139,7 +139,7 @@ class Store(ABC):
             cfg = spec.config
             out.append(RunInfo(run_id, str(cfg.get("benchmark")), str(cfg.get("agent")),
                                str(cfg.get("strategy")), spec.created_at, len(records),
-                               len({r.task_id for r in records if r.success}), note))
+                               _solved(records, recorded_evaluator(cfg)), note))
         return out
 
     def import_log(self, run_id: str, spec: RunSpec, entries: list[Entry]) -> None:
@@ -208,3 +208,11 @@ class AsyncAppend:
 
     async def append_async(self, entry: Entry) -> None:
         await asyncio.to_thread(self.append, entry)
+
+
+def _solved(records: list[TrialRecord], evaluator: str | None) -> int:
+    """Tasks whose loop stopped with a success (records.solved_at), as the reports count them."""
+    by_task: dict[str, list[TrialRecord]] = {}
+    for rec in records:
+        by_task.setdefault(rec.task_id, []).append(rec)
+    return sum(solved_at(recs, evaluator) is not None for recs in by_task.values())

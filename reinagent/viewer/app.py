@@ -118,7 +118,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
         first = records[0] if records else None
         trials = [_trial_view(r) for r in records]
         return page(request, "task.html", run=run_, number=number, task_id=task_id,
-                    num_tasks=len(loaded.spec.task_ids), verdict=verdict(records), trials=trials,
+                    num_tasks=len(loaded.spec.task_ids), verdict=verdict(records, loaded.evaluator), trials=trials,
                     question=task_question(first, limit=10_000), prompt=_clip(task_prompt(first)) if first else "",
                     gold=gold_of(first) if first else None,
                     memory=[(r.trial, r.reflection) for r in records if r.reflection],
@@ -196,7 +196,7 @@ def _task_matrix(infos: list[RunInfo], cache: RunCache) -> list[dict[str, Any]]:
                 continue
             records = run.records_of(task_id)
             question = question or task_question(records[0] if records else None)
-            solved = next((r.trial for r in records if r.success), None)
+            solved = run.solved_at(task_id)
             text = f"trial {solved}" if solved else ("-" if not records else f"no ({len(records)})")
             kind = "ok" if solved else ("none" if not records else "bad")
             number = list(run.spec.task_ids).index(task_id) + 1
