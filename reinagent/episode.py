@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reinagent.agents.base import Activity, Actor, Budget
+from reinagent.agents.base import Activity, Actor, Budget, text_tokens
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
@@ -28,7 +28,7 @@ async def run_episode(
     cfg = exp.config
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
-        last_attempt = exp.agent.render_attempt(task, previous.trajectory)
+        last_attempt = last_attempt_text(exp, task, previous.trajectory)
     view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt)
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
@@ -45,8 +45,9 @@ async def run_episode(
         record.answer = trajectory.answer
         record.evaluation = dict(evaluation.detail)
         if not evaluation.success and trial < cfg.num_trials and cfg.strategy.uses_reflections:
-            attempt = exp.agent.render_attempt(task, trajectory)
-            record.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
+            record.reflection, call = await exp.reflector.reflect(
+                reflector_input(exp, task, trajectory), rollout_id=f"{rollout}/reflect",
+                past=memory.last(cfg.reflector_memory))
             record.reflection_calls.append(call)
     except InfrastructureError as err:  # the model server or the sandbox failed, not the model
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
@@ -64,6 +65,22 @@ async def run_episode(
     record.evaluation["benchmark_evaluations"] = episode.benchmark_evaluations
     record.finished_at = time.time()
     return record
+
+
+def last_attempt_text(exp: Experiment, task: Task, trajectory: Trajectory) -> str:
+    """The previous attempt as LAST_ATTEMPT shows it, cut to --truncate-attempts tokens of the actor."""
+    text = exp.agent.render_last_attempt(task, trajectory)
+    return _shortened(exp, text, exp.actor_llm)
+
+
+def reflector_input(exp: Experiment, task: Task, trajectory: Trajectory) -> str:
+    """The failed attempt as the Reflector reads it, cut to --truncate-attempts tokens of its model."""
+    return _shortened(exp, exp.agent.render_attempt(task, trajectory), exp.reflector.llm)
+
+
+def _shortened(exp: Experiment, text: str, llm) -> str:
+    limit = exp.config.truncate_attempts
+    return text if limit is None else exp.agent.shorten_attempt(text, limit, text_tokens(llm))
 
 
 def _finite(record: TrialRecord) -> TrialRecord:

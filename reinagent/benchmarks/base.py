@@ -28,6 +28,8 @@ class Benchmark(abc.ABC):
     default_split: ClassVar[str]
     #: a worked example of a failed attempt and its reflection, for the Reflector's prompt
     reflection_examples: ClassVar[str] = ""
+    #: the same for `--reflection-prompt plan` (ending "New plan: ..."); "" = reflection_examples
+    plan_examples: ClassVar[str] = ""
 
     @property
     def env_id(self) -> str:
