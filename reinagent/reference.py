@@ -157,14 +157,20 @@ class Departure:
     source: str
 
     def line(self) -> str:
-        return f"{self.setting} = {_shown(self.value)} (reference: {_shown(self.reference)}; {self.source})"
+        shown = shown_value
+        return (f"{self.setting} = {shown(self.setting, self.value)} "
+                f"(reference: {shown(self.setting, self.reference)}; {self.source})")
 
     def as_dict(self) -> dict[str, Any]:
         return {"setting": self.setting, "value": self.value, "reference": self.reference, "source": self.source}
 
 
-def _shown(value: Any) -> str:
-    return "all" if value is None else str(value)
+def shown_value(setting: str, value: Any) -> str:
+    """A setting's value as a report shows it: None is every reflection for the memory window,
+    no cut for the truncation, the agent's default elsewhere."""
+    if value is None:
+        return {"memory_size": "all", "truncate_attempts": "none"}.get(setting, "default")
+    return str(value)
 
 
 def departures(config: Config) -> list[Departure] | None:

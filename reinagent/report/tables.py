@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reinagent.reference import shown_value
 from reinagent.report.stats import format_rate
 from reinagent.report.labels import unique_labels
 
@@ -179,10 +180,6 @@ def reference_line(s: dict[str, Any]) -> str:
         return f"{preset}departures from the reference code: not applicable (it has no {s.get('benchmark')} run)"
     if not found:
         return f"{preset}departures from the reference code: none"
-    listed = "; ".join(f"{d['setting']} = {_ref_value(d['value'])} (reference {_ref_value(d['reference'])})"
-                       for d in found)
+    listed = "; ".join(f"{d['setting']} = {shown_value(d['setting'], d['value'])} "
+                       f"(reference {shown_value(d['setting'], d['reference'])})" for d in found)
     return f"{preset}departures from the reference code ({len(found)}): {listed}"
-
-
-def _ref_value(value: Any) -> str:
-    return "all" if value is None else str(value)
