@@ -349,3 +349,58 @@ def test_cli_takes_memory_size_all(tmp_path, script):
     assert json.loads((tmp_path / "r" / "spec.json").read_text())["config"]["memory_size"] is None
     bad = run_cli("run", "--memory-size", "some", "--model", model)
     assert bad.returncode == 2 and "not a whole number or 'all'" in bad.stderr
+
+
+# --- docs/strategies.md, line by line ----------------------------------------------------------
+
+STRATEGIES = ("none", "last_attempt", "reflexion", "last_attempt_and_reflexion")
+
+
+def _table_rows():
+    """(benchmark, agent, strategies, flags) of the HotpotQA and ALFWorld rows whose last column
+    names flags for the reference behaviour."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "strategies.md").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith(("HotpotQA", "ALFWorld")) or "`" not in cells[4]:
+            continue
+        benchmark = cells[0].split()[0].lower()
+        agent = "cot-context" if "cot-context" in cells[0] else None
+        strategies = STRATEGIES if cells[1] == "every strategy" else tuple(
+            s.strip().lower() for s in cells[1].split(","))
+        flags = shlex.split(" ".join(re.findall(r"`([^`]+)`", re.sub(r"\(or .*?\)", "", cells[4]))))
+        rows.append((benchmark, agent, strategies, flags))
+    return rows
+
+
+def _config_of(flags, **settings):
+    from reinagent.cli import run as run_command
+
+    params = {k: v for k, v in run_command.make_context("run", list(flags)).params.items() if v is not None}
+    params.pop("quiet", None)
+    # 6 trials: a window of 3 reflections is then narrower than "every reflection"
+    return _resolved(**{"num_trials": 6, **params, **settings}).model_dump(mode="json")
+
+
+def test_each_documented_row_gives_the_reference_behaviour():
+    """Every HotpotQA and ALFWorld row of docs/strategies.md: its flags remove that departure;
+    all rows of a benchmark and strategy together leave none, as --preset paper does."""
+    rows = _table_rows()
+    assert len(rows) >= 9 and {r[0] for r in rows} == {"hotpotqa", "alfworld"}
+    together: dict[tuple[str, str], list[str]] = {}
+    for benchmark, agent, strategies, flags in rows:
+        named = {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
+        for strategy in strategies:
+            extra = {"agent": agent} if agent else {}
+            without = {d.setting for d in departures(_config_of([], benchmark=benchmark, strategy=strategy, **extra))}
+            assert named & without, f"{benchmark} {strategy}: {flags} names no departure of the defaults"
+            left = {d.setting for d in departures(_config_of(flags, benchmark=benchmark, strategy=strategy, **extra))}
+            assert not named & left, f"{benchmark} {strategy}: {flags} leaves {named & left}"
+            together.setdefault((benchmark, strategy), []).extend(flags)
+    for (benchmark, strategy), flags in together.items():
+        assert departures(_config_of(flags, benchmark=benchmark, strategy=strategy)) == [], (benchmark, strategy)
