@@ -167,6 +167,20 @@ def test_plan_prompt_lists_past_plans_and_ends_with_new_plan():
     assert "Reflections from past attempts:\nTrial #0: plan A" in lesson and not lesson.endswith("New plan:")
 
 
+def test_alfworld_reflector_gets_plan_examples_with_the_plan_prompt():
+    from reinagent.benchmarks import make
+    from reinagent.experiment import make_experiment
+
+    def reflector(**settings):
+        config = _resolved(benchmark="alfworld", **settings)
+        return make_experiment(config, make("alfworld"), [], None, (None, None, [])).reflector
+
+    plan, lesson = reflector(reflection_prompt="plan"), reflector()
+    assert plan.style == "plan" and plan.examples.count("\nNew plan: ") == 2 and "Reflection:" not in plan.examples
+    assert lesson.style == "lesson" and lesson.examples.count("\nReflection: ") == 2
+    assert reflector(preset="paper").style == "plan"
+
+
 def _reflector_run(tmp_path, script, name, trials, **settings):
     model = script([
         {"when": "Plans from past attempts:\nTrial #0: FIRST", "reply": "SECOND"},
