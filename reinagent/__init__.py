@@ -4,6 +4,7 @@ Small public API (`run`, `resume`, `make`, `RunConfig`, `ReflexionStrategy`); he
 imported on use. docs/architecture.md draws how the parts below meet.
 
     config.py strategy.py      RunConfig (YAML + flags); ReflexionStrategy: what a trial carries over
+    reference.py               the reference code's settings: --preset paper, a run's departures
     names.py                   the rollout names config.py checks (below config and rollouts/ both)
     task.py records.py         Task; the typed records of a run (Trajectory, TrialRecord, RunSpec, ...)
     env.py                     the Gymnasium-style Env every benchmark's environments implement

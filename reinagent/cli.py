@@ -81,6 +81,23 @@ def shared_option(flag: str, text: str | None = None):
     return click.option(flag, **{**SHARED_OPTIONS[flag], **({"help": text} if text is not None else {})})
 
 
+class _MemorySize(click.ParamType):
+    """--memory-size: a whole number, or `all` (every reflection: the reference's HotpotQA REFLEXION)."""
+
+    name = "N|all"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or str(value).strip().lower() == "all":
+            return value if isinstance(value, int) else "all"
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a whole number or 'all'", param, ctx)
+
+
+MEMORY_SIZE = _MemorySize()
+
+
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
@@ -118,7 +135,14 @@ def run_options(fn):
         click.option("--turn-discount", type=float, help="--rollout multi-turn: a right answer on turn t earns reward * d**(t-1), 0 < d <= 1 (default 0.9)."),
         click.option("--run-dir", help="Run directory (default runs/<benchmark>-<agent>-<strategy>-<time>)."),
         shared_option("--store", "Where the run lives: a directory of runs (default runs/), sqlite:///PATH.db, postgresql://USER@HOST/DB or mongodb://HOST/DB; prints `run id: ID` (docs/stores.md)."),
-        click.option("--memory-size", type=int, help="Reflections shown to the actor (default 3)."),
+        click.option("--memory-size", type=MEMORY_SIZE, help="Reflections shown to the actor: the most recent N (default 3), or all."),
+        click.option("--preset", type=click.Choice(["paper"]), default=None, help="paper: every setting the reference code (noahshinn/reflexion) fixes for this benchmark, where no flag or YAML key sets it (docs/strategies.md); reports list each departure from it."),
+        click.option("--truncate-attempts", type=int, help="HotpotQA: cut the previous attempt and the Reflector's input to this many tokens by replacing their largest observations (reference: 1600; default: no cut)."),
+        click.option("--reflector-memory", type=int, help="Earlier reflections of the task the Reflector sees, as 'Plans from past attempts' (default 0; ALFWorld reference: 3)."),
+        click.option("--reflection-prompt", type=click.Choice(["lesson", "plan"]), default=None, help="lesson (default): a paragraph after 'Reflection:'; plan: a new plan, the prompt ending 'New plan:' (ALFWorld's reference)."),
+        click.option("--alfworld-demos", type=int, help="ALFWorld: demonstrations of the task's type in the prompt, 1 (default) or 2 (the reference)."),
+        click.option("--alfworld-loop", type=click.Choice(["cycle", "repeat"]), default=None, help="ALFWorld: cycle (default) ends an episode when one move or a pair of moves comes 3 times in a row; repeat, when an action repeats the one before it (the reference)."),
+        click.option("--short-reply-retries", type=int, help="ALFWorld: ask again, each time 0.2 warmer, after a reply under 5 characters, up to N times; then an empty reply (default 0; reference 5)."),
         click.option("--max-steps", type=int, help="Step budget per episode (default: the agent's)."),
         click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
         click.option("--max-prompt-tokens", type=int, help="ReAct: end an episode (end_reason prompt_budget) once its prompt passes this many tokens, estimated at 4 characters a token (default 3896, the paper's)."),

@@ -46,7 +46,8 @@ class RunConfig(BaseModel):
     # where runs live: a directory of run directories (default runs/), sqlite:///PATH.db,
     # postgresql://... or mongodb://... (reinagent/stores/; docs/stores.md)
     store: str | None = None
-    memory_size: int = Field(default=3, ge=0)  # reflections shown to the actor
+    # reflections shown to the actor: the task's most recent N; None (`--memory-size all`): every one
+    memory_size: int | None = Field(default=3, ge=0)
     max_steps: int | None = Field(default=None, gt=0)  # None: the agent's default
     max_prompt_tokens: int | None = Field(default=None, gt=0)
     temperature: float = Field(default=0.0, ge=0.0)
@@ -82,8 +83,23 @@ class RunConfig(BaseModel):
     evaluator: Literal["internal", "hidden"] | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
     allow_weak_sandbox: bool = False  # run generated code without bubblewrap (uid/rlimits fallback)
+    # the reference code's rules (docs/strategies.md): each default is this project's, and
+    # `--preset paper` sets the reference's value where no flag or YAML key set one (reference.py)
+    preset: Literal["paper"] | None = None
+    # HotpotQA: the previous attempt and the Reflector's input cut to N tokens (the model's
+    # tokenizer) by replacing their largest observations; None: never cut (reference: 1600)
+    truncate_attempts: int | None = Field(default=None, gt=0)
+    reflector_memory: int = Field(default=0, ge=0)  # earlier reflections the Reflector sees (ALFWorld ref: 3)
+    # lesson: a paragraph after "Reflection:"; plan: a new plan after "New plan:" (ALFWorld's reference)
+    reflection_prompt: Literal["lesson", "plan"] = "lesson"
     # alfworld
     alfworld_data: str | None = None
+    alfworld_demos: int = Field(default=1, ge=1, le=2)  # demonstrations of the task's type (reference: 2)
+    # cycle: the same move, or the same two moves, 3 times in a row ends an episode; repeat: the
+    # same action twice in a row (the reference)
+    alfworld_loop: Literal["cycle", "repeat"] = "cycle"
+    # replies shorter than 5 characters asked again, each time 0.2 warmer (reference: 5)
+    short_reply_retries: int = Field(default=0, ge=0, le=10)
     # rollouts: how one episode explores (reinagent/rollouts/; docs/rollouts.md)
     rollout: str = "react"  # react, tot, mcts or multi-turn
     tot_breadth: int = Field(default=5, gt=0)  # candidates sampled per step
@@ -113,6 +129,13 @@ class RunConfig(BaseModel):
             if key not in valid:
                 raise ValueError(f"unknown strategy {value!r}; valid: {choices(valid)}")
             return key
+        return value
+
+    @field_validator("memory_size", mode="before")
+    @classmethod
+    def _memory_size(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() == "all":
+            return None  # every reflection: the reference's HotpotQA REFLEXION
         return value
 
     @field_validator("rollout", mode="before")

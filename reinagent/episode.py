@@ -8,7 +8,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reinagent.agents.base import Activity, Actor, Budget
+from reinagent.agents.base import Activity, Actor, Budget, text_tokens
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
@@ -28,7 +28,7 @@ async def run_episode(
     cfg = exp.config
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
-        last_attempt = exp.agent.render_attempt(task, previous.trajectory)
+        last_attempt = last_attempt_text(exp, task, previous.trajectory)
     view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt, kept_tests(previous))
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
@@ -50,8 +50,9 @@ async def run_episode(
         # Reflect where the loop goes on: the Evaluator (the program's own tests under
         # --evaluator internal, else the benchmark's verdict) failed the attempt, and trials are left.
         if not stops_loop(record, evaluator) and trial < cfg.num_trials and cfg.strategy.uses_reflections:
-            attempt = exp.agent.render_attempt(task, trajectory)
-            record.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
+            record.reflection, call = await exp.reflector.reflect(
+                reflector_input(exp, task, trajectory), rollout_id=f"{rollout}/reflect",
+                past=memory.last(cfg.reflector_memory))
             record.reflection_calls.append(call)
     except InfrastructureError as err:  # the model server or the sandbox failed, not the model
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
@@ -77,6 +78,22 @@ def kept_tests(previous: TrialRecord | None) -> tuple[str, ...] | None:
     earlier trial recorded any (trial 1, or one that ended in an error before they were kept)."""
     tests = previous.trajectory.extra.get("internal_tests") if previous is not None else None
     return tuple(str(t) for t in tests) if isinstance(tests, list) else None
+
+
+def last_attempt_text(exp: Experiment, task: Task, trajectory: Trajectory) -> str:
+    """The previous attempt as LAST_ATTEMPT shows it, cut to --truncate-attempts tokens of the actor."""
+    text = exp.agent.render_last_attempt(task, trajectory)
+    return _shortened(exp, text, exp.actor_llm)
+
+
+def reflector_input(exp: Experiment, task: Task, trajectory: Trajectory) -> str:
+    """The failed attempt as the Reflector reads it, cut to --truncate-attempts tokens of its model."""
+    return _shortened(exp, exp.agent.render_attempt(task, trajectory), exp.reflector.llm)
+
+
+def _shortened(exp: Experiment, text: str, llm) -> str:
+    limit = exp.config.truncate_attempts
+    return text if limit is None else exp.agent.shorten_attempt(text, limit, text_tokens(llm))
 
 
 def _finite(record: TrialRecord) -> TrialRecord:

@@ -19,6 +19,7 @@ from reinagent.errors import ConfigError, choices
 from reinagent.llm.base import LLM
 from reinagent.records import RunSpec, TrialRecord
 from reinagent.redact import redact
+from reinagent.reference import apply_preset
 from reinagent.reflector import Reflector
 
 if TYPE_CHECKING:
@@ -54,8 +55,11 @@ def resolve(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     split = config.split or bench.default_split
     if split not in bench.splits:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
-    config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split,
-                                       "evaluator": resolve_evaluator(bench, config.evaluator)})
+    config = config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split})
+    # --preset paper: the reference's settings where no flag or YAML key set one (a resumed run's
+    # config, rebuilt from spec.json, has every setting set: it keeps what its preset set then)
+    config = apply_preset(config)
+    config = config.model_copy(update={"evaluator": resolve_evaluator(bench, config.evaluator)})
     bench.check_config(config)
     if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
         from reinagent.rollouts.multi_turn import check_agent
@@ -191,7 +195,9 @@ async def warm_up_if(exp: Experiment, work: list) -> None:
 def make_experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], store: RunStore,
                 models: tuple[LLM, LLM, list[LLM]]) -> Experiment:
     actor, reflector_llm, llms = models
-    reflector = Reflector(reflector_llm, bench.reflection_examples)
+    plan = config.reflection_prompt == "plan"
+    reflector = Reflector(reflector_llm, (plan and bench.plan_examples) or bench.reflection_examples,
+                          style=config.reflection_prompt)
     agent = bench.make_agent(config.agent, config)
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
 

@@ -13,9 +13,10 @@ DEFAULT_WINDOW = 3
 
 @dataclass
 class EpisodicMemory:
-    """Reflections of one task in trial order; the actor sees only the most recent `window`."""
+    """Reflections of one task in trial order; the actor sees only the most recent `window`
+    (None: every one, as the reference's HotpotQA REFLEXION shows them)."""
 
-    window: int = DEFAULT_WINDOW
+    window: int | None = DEFAULT_WINDOW
     reflections: list[str] = field(default_factory=list)
 
     def add(self, reflection: str | None) -> None:
@@ -23,9 +24,13 @@ class EpisodicMemory:
             self.reflections.append(reflection.strip())
 
     def recent(self) -> list[str]:
-        if self.window <= 0:
-            return []
-        return self.reflections[-self.window :]
+        return self.last(self.window)
+
+    def last(self, n: int | None) -> list[str]:
+        """The `n` most recent reflections (None: all of them)."""
+        if n is None:
+            return list(self.reflections)
+        return self.reflections[-n:] if n > 0 else []
 
 
 @dataclass(frozen=True)

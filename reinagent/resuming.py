@@ -47,7 +47,9 @@ OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_m
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
-         "alfworld_data", "search_reflections", "evaluator", "internal_tests_kept")
+         "alfworld_data", "search_reflections", "evaluator", "internal_tests_kept", "preset",
+         "truncate_attempts", "reflector_memory", "reflection_prompt", "alfworld_demos", "alfworld_loop",
+         "short_reply_retries")
 
 
 @dataclass
@@ -218,8 +220,10 @@ async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: as
     tasks = {t.task_id: t for t in exp.tasks}
 
     async def one(rec: TrialRecord) -> TrialRecord:
+        past = [r.reflection for (tid, n), r in sorted(done.items()) if tid == rec.task_id and n < rec.trial
+                and r.reflection and r.error is None]
         async with limit:
-            amended = await reflect_on(exp, tasks[rec.task_id], rec)
+            amended = await reflect_on(exp, tasks[rec.task_id], rec, past)
         await exp.store.append_async(amended)
         return amended
 
@@ -228,12 +232,18 @@ async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: as
     print(f"wrote {len(todo)} reflections the old last trial skipped", file=sys.stderr, flush=True)
 
 
-async def reflect_on(exp, task, rec: TrialRecord) -> TrialRecord:
+async def reflect_on(exp, task, rec: TrialRecord, past: list[str] | None = None) -> TrialRecord:
+    """The record with the reflection run_episode would have written; `past`: the task's earlier
+    reflections, in trial order (the Reflector sees the last --reflector-memory of them)."""
+    from reinagent.episode import reflector_input
+    from reinagent.memory import EpisodicMemory
+
     rollout = f"{task.task_id}/trial{rec.trial}"  # the rollout id run_episode uses: same cache key
     amended = rec.model_copy(deep=True)
     try:
-        attempt = exp.agent.render_attempt(task, rec.trajectory)
-        amended.reflection, call = await exp.reflector.reflect(attempt, rollout_id=f"{rollout}/reflect")
+        shown = EpisodicMemory(reflections=list(past or [])).last(exp.config.reflector_memory)
+        amended.reflection, call = await exp.reflector.reflect(
+            reflector_input(exp, task, rec.trajectory), rollout_id=f"{rollout}/reflect", past=shown)
         amended.reflection_calls.append(call)
     except ModelError as err:
         amended.error = redact(f"model error: {err}")

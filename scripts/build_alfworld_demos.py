@@ -1,6 +1,11 @@
 """Build the ALFWorld ReAct demonstrations: one per task type, from valid_train games.
 
     python scripts/build_alfworld_demos.py [--out reinagent/data/alfworld_demos]
+    python scripts/build_alfworld_demos.py --number 2     # the second ones (--alfworld-demos 2)
+
+The first demonstration of a type is <kind>.txt (its game in sources.json); the second,
+<kind>-2.txt (sources-2.json), comes from the next game of that type that makes one, never the
+first's game.
 
 Each demonstration is a real episode played in the engine, so every observation in it is what the
 game actually says. The engine's PDDL planner knows where every object is; a demonstration that
@@ -125,14 +130,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--max-plan", type=int, default=10, help="skip games with longer optimal plans")
+    parser.add_argument("--number", type=int, choices=(1, 2), default=1, help="which demonstration of each type")
     args = parser.parse_args()
     root = data.data_dir()
     games = data.list_games(root, "valid_train")
     pool = WorkerPool(1)
     sources: dict[str, str] = {}
+    suffix = "" if args.number == 1 else f"-{args.number}"
+    taken = set()
+    if args.number > 1:  # never the first demonstration's game again
+        taken = set(json.loads((args.out / "sources.json").read_text(encoding="utf-8")).values())
     try:
         for task_type, kind in data.TASK_TYPES.items():
-            for game in (g for g in games if g.task_type == task_type):
+            for game in (g for g in games if g.task_type == task_type and f"valid_train/{g.game_id}" not in taken):
                 env = ALFWorldEnv(pool, game.path, game_id=game.game_id, max_steps=200, expert="planner")
                 try:
                     lines = play(env, kind) if _short(env, args.max_plan) else None
@@ -140,13 +150,13 @@ def main() -> None:
                     env.close()
                 if lines:
                     args.out.mkdir(parents=True, exist_ok=True)
-                    (args.out / f"{kind}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+                    (args.out / f"{kind}{suffix}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
                     sources[kind] = f"valid_train/{game.game_id}"
                     print(f"{kind}: {game.game_id} ({sum(ln.startswith('> ') for ln in lines)} steps)")
                     break
     finally:
         pool.close()
-    (args.out / "sources.json").write_text(json.dumps(sources, indent=2) + "\n", encoding="utf-8")
+    (args.out / f"sources{suffix}.json").write_text(json.dumps(sources, indent=2) + "\n", encoding="utf-8")
 
 
 def _short(env: ALFWorldEnv, max_plan: int) -> bool:

@@ -1,16 +1,18 @@
-"""ReAct for ALFWorld: one command (or a `think:` line) per turn, one demonstration per task type.
+"""ReAct for ALFWorld: one command (or a `think:` line) per turn, demonstrations of the task's type.
 
 The paper's setting: a thought is answered "OK." by the agent itself and costs a turn; any other
 line goes to the game, which answers commands it cannot carry out with "Nothing happens." (also a
 turn). The episode ends when the game is won, the step budget (50 turns) is spent, or the agent
-repeats itself in a loop.
+repeats itself in a loop. The reference code's own rules are settings (docs/alfworld.md): two
+demonstrations (--alfworld-demos 2), the end at the first repeated action (--alfworld-loop
+repeat), 49 steps (--max-steps 49), short replies asked again (--short-reply-retries 5).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from reinagent.agents.base import Actor, Agent
@@ -24,6 +26,8 @@ from reinagent.records import Message, Step, Trajectory
 DEFAULT_MAX_STEPS = 50
 MAX_TURN_TOKENS = 64
 LOOP_REPEATS = 3  # a cycle of 1 or 2 moves seen this many times in a row ends the episode
+SHORT_REPLY = 5  # --short-reply-retries: a reply with fewer characters is asked again (the reference's)
+RETRY_WARMER = 0.2  # each retry's temperature above the one before
 THINK_REPLY = "OK."
 EMPTY_REPLY = "Nothing happens."
 
@@ -88,6 +92,12 @@ def is_loop(moves: list[str], repeats: int = LOOP_REPEATS) -> bool:
     return False
 
 
+def repeats_last(moves: list[str]) -> bool:
+    """True when the last move repeats the one before it: the reference's end of an episode
+    (env_history.check_is_exhausted; a thought counts as a move)."""
+    return len(moves) >= 2 and moves[-1] == moves[-2]
+
+
 async def play_move(env: Any, output: str, info: dict[str, Any], prompt_len: int
                     ) -> tuple[Move, Step, bool, bool, dict[str, Any]]:
     """One model reply played in the game: its move, the Step it makes (observation filled in),
@@ -130,6 +140,9 @@ class ALFWorldReactAgent(Agent):
 
     def __init__(self, config: Any):
         self.max_steps = config.max_steps or DEFAULT_MAX_STEPS
+        self.demos = config.alfworld_demos
+        self.looping = repeats_last if config.alfworld_loop == "repeat" else is_loop
+        self.retries = config.short_reply_retries
         # One line per turn: stopping at the newline keeps a chatty model from inventing the
         # environment's answer. A command is ~10 tokens and a thought ~50; the cap stops a small
         # model that copies the room description from spending a minute on one turn.
@@ -139,7 +152,7 @@ class ALFWorldReactAgent(Agent):
         )
 
     def prompt(self, task: Any, observation: str, memory: MemoryView) -> list[Message]:
-        parts = [f"{prompts.DEMO_INTRO}\n\n{prompts.demonstration(task.kind)}\n\n(END OF EXAMPLE)"]
+        parts = [prompts.demonstrations(task.kind, self.demos)]
         block = memory.block()
         if block:
             parts.append(block)
@@ -155,8 +168,8 @@ class ALFWorldReactAgent(Agent):
         for _ in range(self.max_steps):
             # the admissible commands ride along: a constrained actor may only pick one of them
             params = with_choices(self.params, info.get("admissible_commands"))
-            completion = await actor.complete(traj.messages, params)
-            move, step, terminated, truncated, info = await play_move(env, completion.text, info, len(traj.messages))
+            output = await self._reply(traj.messages, params, actor)
+            move, step, terminated, truncated, info = await play_move(env, output, info, len(traj.messages))
             traj.steps.append(step)
             if step.action is not None:
                 traj.extra["env_steps"] += 1
@@ -170,9 +183,22 @@ class ALFWorldReactAgent(Agent):
                 return "finished"  # the game ended without a win (ALFWorld has no such ending today)
             if truncated:
                 return "step_budget"
-            if is_loop(moves):
+            if self.looping(moves):
                 return "loop"
         return "step_budget"
+
+    async def _reply(self, messages: list[Message], params: GenerationParams, actor: Actor) -> str:
+        """The model's reply; with --short-reply-retries N, one under 5 characters is asked again
+        up to N times, each 0.2 warmer, and after the last an empty reply (the reference's llm())."""
+        text = (await actor.complete(messages, params)).text
+        if not self.retries or len(text.strip()) >= SHORT_REPLY:
+            return text
+        for n in range(1, self.retries + 1):
+            warmer = replace(params, temperature=params.temperature + n * RETRY_WARMER)
+            text = (await actor.complete(messages, warmer)).text
+            if len(text.strip()) >= SHORT_REPLY:
+                return text
+        return ""
 
     def render_attempt(self, task: Any, trajectory: Trajectory) -> str:
         return render_trace(trajectory)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -34,6 +34,21 @@ def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
 
 
 TEMPLATE_TOKENS = 8  # a chat template's tokens around one message (role markers, separators)
+
+
+def text_tokens(llm: LLM | None) -> Callable[[str], int]:
+    """A counter of a text's tokens: the model's own tokenizer where its backend has one (a
+    one-message prompt less an empty one's template), else about 4 characters a token (an
+    estimate, for cutting text to a length, not for a budget that must never pass)."""
+
+    def count(text: str) -> int:
+        counted = llm.count_prompt_tokens([Message(role="user", content=text)]) if llm is not None else None
+        if counted is None:
+            return (len(text) + 3) // 4
+        empty = llm.count_prompt_tokens([Message(role="user", content="")]) or 0
+        return max(counted - empty, 0)
+
+    return count
 
 
 def prompt_tokens(llm: LLM | None, messages: Sequence[Message]) -> int:
@@ -200,6 +215,16 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def render_attempt(self, task: Task, trajectory: Trajectory) -> str:
         """The attempt as text: shown to the Reflector, and to the actor under LAST_ATTEMPT."""
+
+    def render_last_attempt(self, task: Task, trajectory: Trajectory) -> str:
+        """The attempt as LAST_ATTEMPT shows it to the actor, whose prompt holds the task already
+        (cot-context leaves its context out here: the prompt has it once)."""
+        return self.render_attempt(task, trajectory)
+
+    def shorten_attempt(self, text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+        """A rendered attempt cut to `max_tokens` as `count` counts them (--truncate-attempts);
+        unchanged by agents whose attempts have nothing to cut (the HotpotQA agents cut)."""
+        return text
 
     def prompt(self, task: Task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
         """The messages an episode starts from. Distillation re-renders it (with an empty memory

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
-from reinagent.agents.loop import STOP, render_steps, step_loop, with_feedback
+from reinagent.agents.loop import STOP, render_steps, shorten_observations, step_loop, with_feedback
 from reinagent.benchmarks import hotpotqa_prompts as prompts
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
@@ -24,7 +24,11 @@ class CotAgent(Agent):
 
     def task_text(self, task) -> str:
         if self.with_context:
-            return f"Context:\n{task.gold_context()}\nQuestion: {task.question}"
+            return f"Context:\n{task.gold_context()}\n{self.question_text(task)}"
+        return self.question_text(task)
+
+    def question_text(self, task) -> str:
+        """The task without its context (what the last attempt repeats of it)."""
         return f"Question: {task.question}"
 
     def examples(self) -> str:
@@ -50,4 +54,12 @@ class CotAgent(Agent):
         return await step_loop(actor, env, with_feedback(actor.trajectory.messages, feedback), ("finish",), self.params)
 
     def render_attempt(self, task, trajectory: Trajectory) -> str:
+        """With the context (the Reflector's input: its only copy of it)."""
         return f"{self.task_text(task)}\n{render_steps(trajectory)}"
+
+    def render_last_attempt(self, task, trajectory: Trajectory) -> str:
+        """Without the context: the actor's prompt shows it once, above (as the reference does)."""
+        return f"{self.question_text(task)}\n{render_steps(trajectory)}"
+
+    def shorten_attempt(self, text: str, max_tokens: int, count) -> str:
+        return shorten_observations(text, max_tokens, count)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reinagent.agents.base import Actor
 from reinagent.agents.parsing import clean_step_text, parse_output
 from reinagent.env import Env, astep
@@ -9,6 +11,7 @@ from reinagent.llm.base import GenerationParams
 from reinagent.records import Message, Step, Trajectory
 
 STOP = ("\nObservation", "\nQuestion:")
+TRUNCATED = "[truncated wikipedia excerpt]"
 
 
 def approx_tokens(messages: list[Message]) -> int:
@@ -77,4 +80,18 @@ def render_steps(trajectory: Trajectory) -> str:
             lines.append(f"Observation: {step.observation}")
     if trajectory.end_reason in ("step_budget", "prompt_budget"):
         lines.append(f"(The attempt ran out of {trajectory.end_reason.replace('_', ' ')} without an answer.)")
+    return "\n".join(lines)
+
+
+def shorten_observations(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """`text` within `max_tokens`, by replacing its largest `Observation` lines, largest first, with
+    'Observation: [truncated wikipedia excerpt]' (the reference's truncate_scratchpad, which
+    HotpotQA applies to the last attempt and the Reflector's input). Other lines are never cut,
+    so a text without observations may stay longer than `max_tokens`."""
+    lines = text.split("\n")
+    observations = sorted((i for i, line in enumerate(lines) if line.startswith("Observation")),
+                          key=lambda i: count(lines[i]))
+    while observations and count("\n".join(lines)) > max_tokens:
+        i = observations.pop()
+        lines[i] = f"{lines[i].split(':')[0]}: {TRUNCATED}"
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
-from reinagent.agents.loop import STOP, render_steps, step_loop
+from reinagent.agents.loop import STOP, render_steps, shorten_observations, step_loop
 from reinagent.benchmarks import hotpotqa_prompts as prompts
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
@@ -40,3 +40,6 @@ class ReactAgent(Agent):
 
     def render_attempt(self, task, trajectory: Trajectory) -> str:
         return f"Question: {task.question}\n{render_steps(trajectory)}"
+
+    def shorten_attempt(self, text: str, max_tokens: int, count) -> str:
+        return shorten_observations(text, max_tokens, count)

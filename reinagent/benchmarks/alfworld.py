@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from reinagent.benchmarks import alfworld_data as data
-from reinagent.benchmarks.alfworld_prompts import REFLECTION_EXAMPLES
+from reinagent.benchmarks.alfworld_prompts import PLAN_EXAMPLES, REFLECTION_EXAMPLES
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices
@@ -53,6 +53,7 @@ class ALFWorld(Benchmark):
     splits: ClassVar[tuple[str, ...]] = tuple(data.SPLITS)
     default_split: ClassVar[str] = "valid_unseen"
     reflection_examples: ClassVar[str] = REFLECTION_EXAMPLES
+    plan_examples: ClassVar[str] = PLAN_EXAMPLES
 
     def __init__(self) -> None:
         self._data_override: str | None = None

@@ -29,10 +29,23 @@ DEMO_INTRO = (
 )
 
 
+DEMOS_INTRO = DEMO_INTRO.replace("Here is an example.", "Here are two examples.")
+
+
 @lru_cache(maxsize=None)
-def demonstration(kind: str) -> str:
-    """The demonstration for a task type: put, clean, heat, cool, examine or puttwo."""
-    return (DEMO_DIR / f"{kind}.txt").read_text(encoding="utf-8").strip()
+def demonstration(kind: str, number: int = 1) -> str:
+    """A demonstration for a task type (put, clean, heat, cool, examine or puttwo): the first is
+    <kind>.txt, the second (--alfworld-demos 2) <kind>-2.txt, from another valid_train game."""
+    name = kind if number == 1 else f"{kind}-{number}"
+    return (DEMO_DIR / f"{name}.txt").read_text(encoding="utf-8").strip()
+
+
+def demonstrations(kind: str, count: int = 1) -> str:
+    """The prompt's examples: one demonstration of the task's type, or two as the reference shows."""
+    if count == 1:
+        return f"{DEMO_INTRO}\n\n{demonstration(kind)}\n\n(END OF EXAMPLE)"
+    shown = "\n\n".join(f"{demonstration(kind, n)}\n\n(END OF EXAMPLE)" for n in range(1, count + 1))
+    return f"{DEMOS_INTRO}\n\n{shown}"
 
 
 REFLECTION_EXAMPLES = """\
@@ -74,3 +87,8 @@ On the shelf 2, you see nothing.
 (... the same two shelves again until the step budget ran out ...)
 STATUS: FAIL (ran out of steps)
 Reflection: I went back and forth between shelf 1 and shelf 2, which I had already searched, and never opened drawer 1 or drawer 2 or checked shelf 3 and the sidetable, so I never found the cd. I also noticed the desklamp on desk 1 but did not note it for later. Next time I will search every place once, in order, opening closed drawers, without revisiting a place I have already seen; when I find the cd I will take it, go back to desk 1 and use desklamp 1."""
+
+
+# --reflection-prompt plan (the reference's ALFWorld reflector): the same attempts, each ending in
+# the plan the reflector writes after "New plan:".
+PLAN_EXAMPLES = REFLECTION_EXAMPLES.replace("\nReflection: ", "\nNew plan: ")

@@ -31,6 +31,8 @@ class Benchmark(abc.ABC):
     #: `--evaluator` when none is given: "internal" where the agent writes tests of its own
     #: (programming), None where the benchmark's verdict is the only evaluator (no choice)
     default_evaluator: ClassVar[str | None] = None
+    #: the same for `--reflection-prompt plan` (ending "New plan: ..."); "" = reflection_examples
+    plan_examples: ClassVar[str] = ""
 
     @property
     def env_id(self) -> str:

@@ -79,7 +79,7 @@ class PromptRewriter:
         prev = self.records.get((rec.task_id, rec.trial - 1))
         if self.config.strategy.uses_last_attempt and prev is not None:
             self._load()  # only the agent can render the previous attempt
-            last_attempt = self._agent.render_attempt(self._tasks[rec.task_id], prev.trajectory)
+            last_attempt = self._agent.render_last_attempt(self._tasks[rec.task_id], prev.trajectory)
         return MemoryView(rec.trial, self.config.strategy, tuple(rec.memory), last_attempt)
 
     def rewrite(self, rec: TrialRecord, prompt: list[Message], options: ExportOptions) -> list[Message]:

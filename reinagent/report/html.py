@@ -22,7 +22,7 @@ from reinagent.report.loading import LoadedRun
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
-    Table, comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
+    Table, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table, usage_table,
 )
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 from reinagent.report.tree import drawn_tree, tree_depth
@@ -97,6 +97,7 @@ def _run_view(run: LoadedRun, index: int, max_tasks: int | None) -> dict[str, An
     return {"index": index, "s": s, "trials": trial_table(s), "rollout": rollout_table([s]),
             "usage": usage_table(s), "errors": error_table(s), "num_tasks": len(task_ids),
             "first_vs_last": first_vs_last_line(s), "timing": concurrency_line(s),
+            "reference": reference_line(s).replace("`", ""),
             "tasks": [_task_view(task_id, run.records_of(task_id), run.solved_at(task_id)) for task_id in shown]}
 
 

@@ -9,7 +9,8 @@ from reinagent.terminal import plain
 from reinagent.report.rollouts import rollout_table
 from reinagent.report.significance import first_vs_last_line, significance_table
 from reinagent.report.tables import (
-    Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
+    Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table,
+    usage_table,
 )
 
 
@@ -48,6 +49,8 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         f"model `{s['model']}`, reflector `{s['reflector_model'] or '-'}`, split `{s.get('split')}`, " + _size(s),
         "",
         f"{where(s)}, git commit `{s.get('git_commit') or 'unknown'}`",
+        "",
+        reference_line(s),
         "",
         table_markdown(trial_table(s)),
         "",

@@ -8,7 +8,8 @@ trials[{trial, attempted, solved, solved_cumulative}], usage{calls, prompt_token
 completion_tokens, cost_usd}, errors. Everything else here is an addition a reader may use but
 must not rely on being the only keys. `rollout` (react when the config names none) and
 `rollout_stats` (nodes expanded, model calls and tokens per solved task) are defined in
-report/rollouts.py.
+report/rollouts.py. `reference`: {preset, departures: [{setting, value, reference, source}]},
+departures [] when the run's settings are the reference code's, null for a benchmark it never ran.
 
 Usage is what the run *paid*: a call answered from the response cache counts as a hit with no
 tokens and no cost. `usage.if_uncached` (and per role) counts every call at the tokens and cost
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.records import RunSpec, TrialRecord, Usage, recorded_evaluator, solved_at, stops_loop
+from reinagent.reference import departures_summary
 from reinagent.report.labels import run_label
 from reinagent.report.rollouts import rollout_of, rollout_stats
 from reinagent.report.stats import wilson_interval
@@ -150,6 +152,8 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "created_at": spec.created_at,
         "reinagent_version": spec.reinagent_version,
         "rollout": rollout_of(spec),
+        # the preset and where the settings differ from the reference code's (reinagent/reference.py)
+        "reference": departures_summary(cfg),
         "rollout_stats": rollout_stats(records, final["solved_cumulative"]),
     }
     if steps:

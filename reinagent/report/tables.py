@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reinagent.reference import shown_value
 from reinagent.report.stats import format_rate
 from reinagent.report.labels import unique_labels
 
@@ -174,3 +175,17 @@ def cell(text: object, limit: int = 160) -> str:
     """One table cell: a single line, short enough to keep the table readable."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def reference_line(s: dict[str, Any]) -> str:
+    """The run's departures from the reference code's settings, in one line (every report says it)."""
+    ref = s.get("reference") or {}
+    preset = f"preset `{ref['preset']}`; " if ref.get("preset") else ""
+    found = ref.get("departures")
+    if found is None:
+        return f"{preset}departures from the reference code: not applicable (it has no {s.get('benchmark')} run)"
+    if not found:
+        return f"{preset}departures from the reference code: none"
+    listed = "; ".join(f"{d['setting']} = {shown_value(d['setting'], d['value'])} "
+                       f"(reference {shown_value(d['setting'], d['reference'])})" for d in found)
+    return f"{preset}departures from the reference code ({len(found)}): {listed}"

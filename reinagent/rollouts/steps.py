@@ -189,7 +189,7 @@ class ALFWorldStepper(Stepper):
         return self.agent.prompt(self.task, observation, with_reflections(self.episode.memory, reflections))
 
     async def act(self, state: PathState, env, output: str) -> PathState:
-        from reinagent.agents.alfworld_react import is_loop, play_move
+        from reinagent.agents.alfworld_react import play_move
 
         move, step, terminated, _truncated, info = await play_move(
             env, output, state.info, len(state.base) + len(state.tail))
@@ -203,7 +203,7 @@ class ALFWorldStepper(Stepper):
                 Message(role="user", content=step.observation)]
         child = PathState(base=state.base, tail=tail, steps=[*state.steps, step], env=EnvState(actions),
                           info=info, extra=extra)
-        ending = "won" if extra["won"] else "finished" if terminated else "loop" if is_loop(extra["moves"]) else None
+        ending = "won" if extra["won"] else "finished" if terminated else "loop" if self.agent.looping(extra["moves"]) else None
         if ending:
             child.terminal, child.end_reason = True, ending
         return child

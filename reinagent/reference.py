@@ -1,0 +1,191 @@
+"""The Reflexion reference code's settings, benchmark by benchmark; `--preset paper`, which applies
+them; and a run's departures from them, which every report lists.
+
+The reference is noahshinn/reflexion at 218cf0e (alfworld_runs/, hotpotqa_runs/, programming_runs/)
+and, for the search rollouts, LATS at 853d816. docs/strategies.md says where each value comes from.
+Only settings are compared here: prompts are this project's own wording everywhere.
+
+Precedence: a flag, then a key of the YAML file, then the preset, then the default. A resumed run
+is rebuilt from spec.json, whose config holds every value the preset set, so it keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reinagent.errors import ConfigError, choices
+
+Config = Mapping[str, Any]  # a run's settings as spec.json holds them (strategy as its string)
+
+
+def _always(cfg: Config) -> bool:
+    return True
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One setting of the reference code: `setting` (a RunConfig field) is `value` in `benchmarks`
+    where `when` holds. `effective` turns a stored value into what the run used (None: the
+    agent's default); `equivalent` accepts values that behave the same for this run."""
+
+    setting: str
+    value: Any
+    benchmarks: tuple[str, ...]
+    source: str  # where the reference does it, for the report and the docs
+    when: Callable[[Config], bool] = _always
+    effective: Callable[[Any], Any] = _same
+    equivalent: Callable[[Any, Config], bool] | None = None
+
+    def holds(self, cfg: Config) -> bool:
+        value = self.effective(cfg.get(self.setting))
+        if self.equivalent is not None:
+            return self.equivalent(value, cfg)
+        return value == self.value
+
+
+def _strategy(*names: str) -> Callable[[Config], bool]:
+    return lambda cfg: str(cfg.get("strategy")) in names
+
+
+def _learns(cfg: Config) -> bool:  # something crosses from one trial to the next
+    return str(cfg.get("strategy")) != "none"
+
+
+def _reflects(cfg: Config) -> bool:
+    return str(cfg.get("strategy")) in ("reflexion", "last_attempt_and_reflexion")
+
+
+def _react_alfworld(cfg: Config) -> bool:
+    return (cfg.get("agent") or "react") == "react"
+
+
+def _search(cfg: Config) -> bool:
+    return cfg.get("rollout") in ("tot", "mcts")
+
+
+def _all_reflections(value: Any, cfg: Config) -> bool:
+    """Every reflection: no window, or one no smaller than the reflections a run can have."""
+    return value is None or value >= int(cfg.get("num_trials") or 1) - 1
+
+
+HOTPOTQA, ALFWORLD, PROGRAMMING = ("hotpotqa",), ("alfworld",), ("humaneval", "mbpp")
+BENCHMARKS = ("alfworld", "hotpotqa", "humaneval", "mbpp")  # those the reference code runs
+
+REFERENCES: tuple[Reference, ...] = (
+    # HotpotQA (hotpotqa_runs/agents.py)
+    Reference("memory_size", None, HOTPOTQA, "REFLEXION shows every reflection (format_reflections)",
+              when=_strategy("reflexion"), equivalent=_all_reflections),
+    Reference("memory_size", 1, HOTPOTQA, "LAST_ATTEMPT_AND_REFLEXION shows only the latest reflection",
+              when=_strategy("last_attempt_and_reflexion")),
+    Reference("truncate_attempts", 1600, HOTPOTQA,
+              "truncate_scratchpad: the last attempt and the reflector's input cut to 1600 tokens", when=_learns),
+    Reference("reflector_memory", 0, HOTPOTQA, "the reflector sees the failed attempt only", when=_reflects),
+    Reference("reflection_prompt", "lesson", HOTPOTQA, "the reflector writes a reflection paragraph",
+              when=_reflects),
+    # ALFWorld (alfworld_runs/alfworld_trial.py, generate_reflections.py, env_history.py)
+    Reference("memory_size", 3, ALFWORLD, "the last 3 reflections (memory[-3:])", when=_reflects),
+    Reference("reflector_memory", 3, ALFWORLD, "the reflector sees the last 3 plans ('Plans from past attempts')",
+              when=_reflects),
+    Reference("reflection_prompt", "plan", ALFWORLD, "the reflection prompt ends with 'New plan:'", when=_reflects),
+    Reference("alfworld_demos", 2, ALFWORLD, "two demonstrations of the task's type", when=_react_alfworld),
+    Reference("alfworld_loop", "repeat", ALFWORLD, "the episode ends when an action repeats the one before it",
+              when=_react_alfworld),
+    Reference("max_steps", 49, ALFWORLD, "49 steps (while cur_step < 49)", when=_react_alfworld,
+              effective=lambda v: 50 if v is None else v),
+    Reference("short_reply_retries", 5, ALFWORLD,
+              "a reply under 5 characters asked again, up to 6 tries, temperature 0.2 warmer each",
+              when=_react_alfworld),
+    # HumanEval, MBPP (programming_runs/reflexion.py): only the latest reflection, next to the
+    # previous implementation and its feedback
+    Reference("memory_size", 1, PROGRAMMING, "the latest reflection only", when=_reflects),
+    # the Evaluator: the program's own tests end the loop, the hidden ones judge the final program once
+    Reference("evaluator", "internal", PROGRAMMING, "the model's own tests decide; hidden tests judge once"),
+    Reference("internal_tests_kept", 1, PROGRAMMING,
+              "1 internal test kept, picked at random (internal_tests(..., 1))"),
+    # tot/mcts: the search's reflections kept, as LATS keeps them (one per distinct failed answer)
+    Reference("search_reflections", 3, BENCHMARKS, "LATS keeps about 3 reflections", when=_search),
+    # every benchmark: the reference decodes greedily
+    Reference("temperature", 0.0, BENCHMARKS, "greedy decoding (temperature 0)"),
+)
+
+
+def known_settings() -> set[str]:
+    from reinagent.config import RunConfig
+
+    return set(RunConfig.model_fields)
+
+
+def pending() -> set[str]:
+    """Settings of the table that RunConfig does not have yet (skipped until they exist)."""
+    return {r.setting for r in REFERENCES} - known_settings()
+
+
+def references(cfg: Config) -> list[Reference]:
+    """The reference's settings that apply to this run (benchmark, agent, strategy, rollout)."""
+    known = known_settings()
+    return [r for r in REFERENCES
+            if cfg.get("benchmark") in r.benchmarks and r.setting in known and r.when(cfg)]
+
+
+def apply_preset(config):
+    """The RunConfig with `--preset paper` applied: every reference setting of the run's benchmark
+    that no flag or YAML key set (pydantic's `model_fields_set`: what the config was built with).
+    Call it after the benchmark, agent and strategy are resolved (experiment.resolve)."""
+    if config.preset is None:
+        return config
+    if config.benchmark not in BENCHMARKS:
+        raise ConfigError(f"--preset {config.preset}: the reference code has no {config.benchmark} run; "
+                          f"valid benchmarks: {choices(BENCHMARKS)}")
+    cfg = config.model_dump(mode="json")
+    explicit = {name: getattr(config, name) for name in config.model_fields_set}
+    update = {r.setting: r.value for r in references(cfg) if r.setting not in explicit}
+    return type(config)(**explicit, **update)  # validated: a wrong table entry is a clear error here
+
+
+@dataclass(frozen=True)
+class Departure:
+    setting: str
+    value: Any  # what the run used
+    reference: Any
+    source: str
+
+    def line(self) -> str:
+        shown = shown_value
+        return (f"{self.setting} = {shown(self.setting, self.value)} "
+                f"(reference: {shown(self.setting, self.reference)}; {self.source})")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"setting": self.setting, "value": self.value, "reference": self.reference, "source": self.source}
+
+
+def shown_value(setting: str, value: Any) -> str:
+    """A setting's value as a report shows it: None is every reflection for the memory window,
+    no cut for the truncation, the agent's default elsewhere."""
+    if value is None:
+        return {"memory_size": "all", "truncate_attempts": "none"}.get(setting, "default")
+    return str(value)
+
+
+def departures(config: Config) -> list[Departure] | None:
+    """Where this run's settings differ from the reference's ([] for none); None when the
+    reference code has no run of this benchmark. Settings missing from an older spec.json read as
+    their default, which is what that version of reinagent did."""
+    from reinagent.config import RunConfig
+
+    cfg = {name: f.default for name, f in RunConfig.model_fields.items()} | dict(config)
+    if cfg.get("benchmark") not in BENCHMARKS:
+        return None
+    return [Departure(r.setting, r.effective(cfg.get(r.setting)), r.value, r.source)
+            for r in references(cfg) if not r.holds(cfg)]
+
+
+def departures_summary(config: Config) -> dict[str, Any]:
+    """What reports show: the preset, and the departures (a list, possibly empty) or None."""
+    found = departures(config)
+    return {"preset": config.get("preset"), "departures": None if found is None else [d.as_dict() for d in found]}
