@@ -14,6 +14,7 @@ from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
 from reinagent.records import TrialRecord, Trajectory, first_non_finite
 from reinagent.redact import redact
+from reinagent.runlock import append_text
 from reinagent.rollouts import Episode, make_rollout
 
 if TYPE_CHECKING:
@@ -93,5 +94,4 @@ def _finite(record: TrialRecord) -> TrialRecord:
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
     text = redact(traceback.format_exc())
     run_dir.mkdir(parents=True, exist_ok=True)  # a database run's local folder exists only for this
-    with open(run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:  # any str
-        fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")
+    append_text(run_dir / "errors.log", f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")  # never via a link
