@@ -122,7 +122,13 @@ class Session:
                 if len(self._buffer) >= 4 + size:
                     data = bytes(self._buffer[4 : 4 + size])
                     del self._buffer[: 4 + size]
-                    return parse_reply(data)
+                    try:
+                        return parse_reply(data)
+                    except NotPlain as err:
+                        if "values" in str(err):  # a hostile reply: do not wait for the call's end
+                            self.child.kill()
+                            raise self.fail("crash", f"the program's reply is too large: {err}") from None
+                        raise
             left = until - time.monotonic()
             if left <= 0:
                 raise self._timeout()
