@@ -160,7 +160,7 @@ def hardened_server(config, *, max_connections: int = MAX_CONNECTIONS, header_ti
     # The server's own files (sessions' workers, sandboxes' pipes) and one turn's accepted sockets
     # stay within the reserve; the rest may be connections, so that attackers beyond it are few
     # and the kernel's queue (where a real client waits its turn) stays short.
-    reserve = max(128, min(1024, fds // 8))
+    reserve = max(min(256, fds // 2), min(1024, fds // 8))
     config.backlog = max(16, min(config.backlog, reserve // 4))
     table = ConnectionTable(max(8, min(max_connections, fds - reserve)), header_timeout_s)
     config.http = guarded_protocol(_protocol_of(config.http), table)
