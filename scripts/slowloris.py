@@ -12,9 +12,10 @@ header line every 5 s, never finishing; a dropped connection is opened again at 
 1024 connects in flight per client). Meanwhile a fresh client asks the server's probe path
 (/health; /api/runs for view) every 0.5 s.
 
-The bar (exit 0), in both phases: every probe answers within 5 s, the server lives, its log
-(stdout + stderr) stays under 1 MB, and the connections held at once exceed the server's
-descriptors (client view: established, accepted or still in the kernel's queue). Bounded: at
+The bar (exit 0), in both phases: every probe answers within 5 s, the server lives, and its log
+(stdout + stderr) stays under 1 MB, with more connections attempted than the server has
+descriptors. How many the attackers hold at once (client view: established, accepted or still in
+the kernel's queue) is reported: the server's header timeout and connection cap decide it. Bounded: at
 most --connections sockets (capped at 60,000), --seconds and --ramp-seconds (capped at 600
 each), loopback only. Needs a hard RLIMIT_NOFILE of at least connections / clients + 512.
 """
@@ -191,7 +192,7 @@ def _measure(args, server, port: int, path: str, connections: int, seconds: floa
     while server.poll() is None:
         now = time.monotonic()
         if phase == "ramp" and (held() >= 0.95 * share * args.clients or now > ramp_end):
-            phase, held_end = "held", now + seconds
+            phase, held_end = "held", now + seconds  # all held, or as many as the server lets them
         if phase == "held" and now > held_end:
             break
         phases[phase].append(probe(port, path))
@@ -216,8 +217,11 @@ def _measure(args, server, port: int, path: str, connections: int, seconds: floa
         print(f"  {name}: {path} answered {len(answered)}/{len(latencies)} probes, median {median:.3f} s, "
               f"slowest {worst:.2f} s")
         ok = ok and len(answered) == len(latencies) and worst <= BAR_S
-    ok = ok and bool(phases["held"]) and peak_held > args.server_fds
-    print(f"bar (more held than the server's descriptors; {path} within {BAR_S:g} s every time; log under 1 MB): "
+    # The attack's strength is what the attackers keep trying to hold: the server's header timeout
+    # and cap decide how many they actually hold at once (reported above, not part of the bar).
+    ok = ok and bool(phases["held"]) and connections > args.server_fds
+    print(f"bar (more half-open connections attempted than the server's descriptors; {path} within {BAR_S:g} s "
+          "every time; log under 1 MB): "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
