@@ -83,18 +83,21 @@ def test_reply_bounds_are_checked_before_parsing():
 # --- uids (section 6) ---------------------------------------------------------------------------------
 
 def test_every_pid_the_kernel_can_hand_out_has_its_own_uid_block(monkeypatch):
-    monkeypatch.delenv(UID_BASE_ENV, raising=False)
-    base = uid_base()
-    size = uids_per_process(base)
-    assert size >= 256
+    from reinagent.sandbox import modes
 
-    def block(pid: int) -> range:
-        return range(base + pid * size, base + (pid + 1) * size)
+    monkeypatch.delenv(UID_BASE_ENV, raising=False)
+    assert uids_per_process(uid_base()) >= 256
+
+    def uids_of(pid: int, runs: int = 3) -> set[int]:
+        monkeypatch.setattr(modes.os, "getpid", lambda: pid)
+        uids = modes.FreshUids()
+        return {uids.fresh() for _ in range(runs)} | {uids.block, uids.block + uids.size - 1}
 
     # the old blocks were keyed on pid % 32768: pids 1234 and 1234 + 32768 shared one
-    a, b = block(1234), block(1234 + 32768)
-    assert not set(a) & set(b)
-    assert block(PID_LIMIT - 1)[-1] <= MAX_UID  # the highest pid's block is still valid uids
+    first, second = uids_of(1234), uids_of(1234 + 32768)
+    assert not set(range(min(first), max(first) + 1)) & set(range(min(second), max(second) + 1))
+    assert max(uids_of(PID_LIMIT - 1)) <= MAX_UID  # the highest pid's block is still valid uids
+    assert min(uids_of(1)) > 65536 * 1000  # far from system, login and container users
 
 
 @pytest.mark.parametrize("value", ["0", "1000", "65534", "99999999", "4294967000", "abc"])
