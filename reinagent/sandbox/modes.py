@@ -226,7 +226,7 @@ def site_package_dirs(prefix: str) -> list[str]:
     could put them back; under bubblewrap an empty read-only tmpfs covers each of them."""
     found: set[str] = set()
     for root in {prefix, "/usr", "/usr/local"}:
-        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages", "lib*/python3/dist-packages"):
+        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages"):  # python3/ too
             found.update(str(p) for p in Path(root).glob(pattern) if p.is_dir() and not p.is_symlink())
     return sorted(found)
 

@@ -47,6 +47,10 @@ class NotPlain(ValueError):
     """A value that cannot cross: not made of exact built-in types (or malformed on the wire)."""
 
 
+class ReplyTooLarge(NotPlain):
+    """A reply past the bounds on what it may decode to: hostile, not a value."""
+
+
 class CandidateFailure(BaseException):
     """Raised into the hidden tests when a call to the program failed (it raised, died, hung,
     or returned something that is not a plain value). A BaseException so that a test's own
@@ -236,7 +240,7 @@ def parse_reply(data: bytes) -> Any:
     """The JSON of one reply frame; NotPlain if it is not even JSON, or would decode to more than
     MAX_REPLY_VALUES values (counted on the bytes, before anything is built)."""
     if data.count(b"[") + data.count(b",") >= MAX_REPLY_VALUES:
-        raise NotPlain(f"a reply of over {MAX_REPLY_VALUES:,} values")
+        raise ReplyTooLarge(f"a reply of over {MAX_REPLY_VALUES:,} values")
     try:
         return json.loads(data.decode("ascii"))
     except (ValueError, RecursionError):
