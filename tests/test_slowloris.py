@@ -98,7 +98,7 @@ def test_server_answers_while_more_half_open_connections_than_descriptors_are_he
 class _InProcess:
     """A hardened uvicorn server in a thread, with limits a test can wait for."""
 
-    def __init__(self, **limits):
+    def __init__(self, middleware=(), **limits):
         from starlette.applications import Starlette
         from starlette.responses import PlainTextResponse
         from starlette.routing import Route
@@ -110,7 +110,11 @@ class _InProcess:
         async def health(request):
             return PlainTextResponse("ok")
 
-        app = Starlette(routes=[Route("/health", health)])
+        async def echo(request):
+            return PlainTextResponse(str(len(await request.body())))
+
+        app = Starlette(routes=[Route("/health", health), Route("/echo", echo, methods=["POST"])],
+                        middleware=list(middleware))
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -177,3 +181,25 @@ def test_a_repeated_log_line_and_its_traceback_are_bounded():
     text = stream.getvalue()
     assert text.count("socket.accept()") == 5 and text.count("Traceback") == 1
     assert len(text) < 4096
+
+
+def test_a_body_sent_a_byte_at_a_time_is_refused_with_408(monkeypatch):
+    from starlette.middleware import Middleware
+
+    from reinagent.service import guard
+
+    monkeypatch.setattr(guard, "BODY_TIMEOUT_S", 0.5)
+    server = _InProcess(middleware=[Middleware(guard.Guard, settings=guard.GuardSettings())])
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"a\": ")  # 7 of the 100 bytes, then nothing
+        answer = sock.recv(4096)  # waits (up to the socket's 60 s) for the server's answer
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        sock.close()
+        with httpx.Client(timeout=30) as client:  # a whole body is still served
+            answered = client.post(f"http://127.0.0.1:{server.port}/echo", content=b'{"a": 1}',
+                                   headers={"Content-Type": "application/json"})
+        assert answered.status_code == 200 and answered.text == "8"
+    finally:
+        server.close()
