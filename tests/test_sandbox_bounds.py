@@ -19,7 +19,7 @@ from reinagent.sandbox.wire import MAX_REPLY_VALUES, REPLY_MEMORY_MB, NotPlain, 
 from tests.conftest import ROOT
 
 # The program finds its reply descriptor through the harness's frames and writes one hand-made
-# 16 MiB reply: 1.9 million empty frozensets (`body` "bomb"), or ~50,000 of them padded with
+# 16 MiB reply: 1.9 million empty frozensets (`body` "bomb"), or ~100,000 of them padded with
 # spaces (`body` "fits": just inside MAX_REPLY_VALUES).
 FORGED_REPLY = '''
 import os, sys
@@ -30,7 +30,7 @@ def f(x):
     fd, seq = frame.f_locals["fd"], frame.f_locals["seq"]
     size = 16 * 1024 * 1024 - 64
     item = '["F",[]],'
-    count = size // len(item) if BODY == "bomb" else 49_990
+    count = size // len(item) if BODY == "bomb" else 99_990
     text = '["r",%d,["l",[' % seq + item * (count - 1) + '["F",[]]]]]'
     text += " " * (size - len(text))
     data = text.encode()
