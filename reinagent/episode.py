@@ -14,11 +14,17 @@ from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, MemoryView
 from reinagent.records import TrialRecord, Trajectory, first_non_finite, stops_loop
 from reinagent.redact import redact
+from reinagent.runlock import append_text
 from reinagent.rollouts import Episode, make_rollout
+from reinagent.text import clipped
 
 if TYPE_CHECKING:
     from reinagent.benchmarks.base import Task
     from reinagent.experiment import Experiment
+
+# An error message kept in a record (and shown in reports): a server's 200 MB error body or a
+# program's endless exception text must not become a 200 MB records.jsonl.
+MAX_ERROR_CHARS = 4000
 
 
 async def run_episode(
@@ -58,10 +64,10 @@ async def run_episode(
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
         label = "model error" if isinstance(err, ModelError) else "sandbox error" if isinstance(
             err, SandboxError) else "infrastructure error"
-        record.error = redact(f"{label}: {err}")
+        record.error = clipped(redact(f"{label}: {err}"), MAX_ERROR_CHARS, "error")
     except Exception as err:  # noqa: BLE001 - one broken episode must never kill the run
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
-        record.error = redact(f"{type(err).__name__}: {err}")
+        record.error = clipped(redact(f"{type(err).__name__}: {err}"), MAX_ERROR_CHARS, "error")
         _log_traceback(exp.store.run_dir, task.task_id, trial)
     record = _finite(record)
     if record.error is not None:
@@ -123,5 +129,4 @@ def _finite(record: TrialRecord) -> TrialRecord:
 def _log_traceback(run_dir: Path, task_id: str, trial: int) -> None:
     text = redact(traceback.format_exc())
     run_dir.mkdir(parents=True, exist_ok=True)  # a database run's local folder exists only for this
-    with open(run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:  # any str
-        fh.write(f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")
+    append_text(run_dir / "errors.log", f"--- {task_id} trial {trial} at {time.ctime()}\n{text}\n")  # never via a link

@@ -18,7 +18,7 @@ from reinagent.config import RunConfig
 from reinagent.errors import ConfigError, choices
 from reinagent.llm.base import LLM
 from reinagent.records import RunSpec, TrialRecord
-from reinagent.redact import redact
+from reinagent.redact import redact_argv, redact_url
 from reinagent.reference import apply_preset
 from reinagent.reflector import Reflector
 
@@ -105,9 +105,9 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     from reinagent.provenance import git_commit, package_versions, python_version
 
     cfg = config.model_dump(mode="json")
-    for url in ("base_url", "store"):  # a resume is given the store again; a password never lands here
+    for url in ("base_url", "store", "env_url"):  # a resume is given the store again; a password never lands here
         if cfg.get(url):
-            cfg[url] = redact(cfg[url])
+            cfg[url] = redact_url(cfg[url])
     return RunSpec(
         config=cfg,
         task_ids=[t.task_id for t in tasks],
@@ -117,11 +117,11 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         packages=package_versions(),
         git_commit=git_commit(),
         hostname=socket.gethostname(),
-        command=[redact(a) for a in sys.argv],
+        command=redact_argv(sys.argv),
         # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
         # deterministic: the local engine decoded one sequence at a time (greedy text independent
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
-        settings={**(settings or {}),
+        settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
                   "constrained": resolved_constrained(grammar_choice(config), config.actor_model, config.base_url),
                   "deterministic": config.deterministic, "sampling_seeds": "per-call"},
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from reinagent.runlock import open_no_follow
 from reinagent.store import QUARANTINE, RECORDS, RunStore, atomic_write, parse_line, read_spec
 
 
@@ -70,7 +71,8 @@ def repair(run_dir: str | Path) -> RepairReport:
                 good.append(raw)
         report.kept = len(good)
         if bad:
-            with open(run_dir / QUARANTINE, "a", encoding="utf-8") as fh:
+            with os.fdopen(open_no_follow(run_dir / QUARANTINE, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
+                           encoding="utf-8") as fh:
                 fh.write("".join(bad))
                 fh.flush()
                 os.fsync(fh.fileno())

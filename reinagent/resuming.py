@@ -36,7 +36,8 @@ from typing import Any
 
 from reinagent.errors import ConfigError, ModelError
 from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
-from reinagent.redact import redact
+from reinagent.redact import redact, redact_argv, redact_url
+from reinagent.runlock import append_text
 
 Key = tuple[str, int]
 
@@ -69,6 +70,16 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
 
     settings = check_overrides(spec, overrides or {})
     dropped_key = _drop_key_on_new_server(spec, settings, overrides or {})
+    same_server: dict[str, str] = {}
+    for name, flag in (("base_url", "--base-url"), ("env_url", "--env-url")):
+        recorded = spec.config.get(name)
+        if isinstance(recorded, str) and "***" in recorded and name not in settings:
+            # spec.json never holds a URL's userinfo or query values (redact.py): a resume cannot
+            # reconnect with `?key=***`, so it asks for the URL instead of failing at the server
+            if not (overrides or {}).get(name):
+                raise ConfigError(f"the run's {name} was recorded without its credentials ({recorded}); "
+                                  f"give it again: {flag} URL")
+            same_server[name] = overrides[name]  # the recorded URL, given whole: used, not a change
 
     current = int(spec.config.get("num_trials") or RunConfig.model_fields["num_trials"].default)
     target = current if num_trials is None else num_trials
@@ -83,6 +94,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
     for name, value in settings.items():
         old = spec.config.get(name)
         plan.changes[name] = {"from": _shown(name, old), "to": _shown(name, value)}
+    settings.update(same_server)
     if dropped_key:
         plan.changes["api_key_env"]["why"] = dropped_key
     if target != current:
@@ -187,13 +199,13 @@ def _evaluator(spec: RunSpec) -> dict[str, Any]:
 
 def _shown(name: str, value: Any) -> Any:
     """As spec.json holds it: URLs without credentials."""
-    return redact(value) if name in ("base_url", "env_url") and isinstance(value, str) else value
+    return redact_url(value) if name in ("base_url", "env_url", "store") and isinstance(value, str) else value
 
 
 def with_change(spec: RunSpec, plan: ResumePlan) -> RunSpec:
     """The spec with the new trial count, the overrides and one more history entry."""
     config = {**spec.config, **{k: _shown(k, v) for k, v in plan.settings.items()}, "num_trials": plan.num_trials}
-    change = SpecChange(at=time.time(), command=[redact(a) for a in sys.argv], changes=plan.changes)
+    change = SpecChange(at=time.time(), command=redact_argv(sys.argv), changes=plan.changes)
     return spec.model_copy(update={"config": config, "history": [*spec.history, change]})
 
 
@@ -250,7 +262,6 @@ async def reflect_on(exp, task, rec: TrialRecord, past: list[str] | None = None)
     except Exception as err:  # noqa: BLE001 - as in run_episode: an error of this (task, trial)
         amended.error = redact(f"{type(err).__name__}: {err}")
         exp.store.run_dir.mkdir(parents=True, exist_ok=True)  # a database run's folder: made on demand
-        with open(exp.store.run_dir / "errors.log", "a", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(f"--- {task.task_id} trial {rec.trial} (reflection) at {time.ctime()}\n"
-                     f"{redact(traceback.format_exc())}\n")
+        append_text(exp.store.run_dir / "errors.log", f"--- {task.task_id} trial {rec.trial} (reflection) at "
+                                                      f"{time.ctime()}\n{redact(traceback.format_exc())}\n")
     return amended

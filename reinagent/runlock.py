@@ -7,6 +7,11 @@ second writer gets. Readers (report, notebooks, load_run) never take it: they re
 
 flock locks belong to an open file description, so a second acquire in the *same* process (a
 second RunStore of a run already open) is refused like one from another process.
+
+A run directory may be shared (a group's folder): its files are never opened through a symbolic
+link, or `repair`/`resume` would truncate or create whatever file the link names. A writer refuses
+a run directory in which any of its files is a link (`refuse_links`), and every write opens with
+O_NOFOLLOW (`open_no_follow`) so that a link planted after the check is refused too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,37 @@ from pathlib import Path
 from reinagent.errors import RunDirError
 
 LOCK = "run.lock"
+# What writers create or rewrite in a run directory (report.md/html are replaced by rename).
+WRITTEN = ("spec.json", "records.jsonl", LOCK, "records.quarantine.jsonl", "errors.log")
+
+
+def _link_error(path: Path) -> RunDirError:
+    return RunDirError(f"{path} is a symbolic link; a run directory's files must be regular files "
+                       "(refusing to write through it: remove the link)")
+
+
+def refuse_links(run_dir: Path) -> None:
+    """RunDirError when a file a writer touches in `run_dir` is a symbolic link (dangling or not)."""
+    for name in WRITTEN:
+        if os.path.islink(Path(run_dir) / name):
+            raise _link_error(Path(run_dir) / name)
+
+
+def open_no_follow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """os.open that never follows a symbolic link at `path` (a RunDirError instead)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _link_error(Path(path)) from None
+        raise
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append `text` (UTF-8, unencodable characters escaped) to a log of the run directory."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as fh:
+        fh.write(text)
 
 
 class RunLocked(RunDirError):
@@ -51,8 +87,9 @@ class RunLock:
         if self._fd is not None:
             return self
         path = self.run_dir / LOCK
+        refuse_links(self.run_dir)  # every writer passes here first (run, resume, repair)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
         except OSError as err:
             raise RunDirError(f"cannot open the run lock {path}: {err.strerror}") from None
         try:

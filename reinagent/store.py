@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
-from reinagent.runlock import RunLock
+from reinagent.runlock import RunLock, open_no_follow
 
 SPEC = "spec.json"
 RECORDS = "records.jsonl"
@@ -38,8 +38,10 @@ def atomic_write(path: Path, text: str | bytes) -> None:
     """Write via a temp file + rename, so readers see the old or the new file, never half."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     data = text.encode("utf-8") if isinstance(text, str) else text
+    tmp.unlink(missing_ok=True)  # a stale one (or a link planted at this predictable name)
     try:
-        with open(tmp, "wb") as fh:
+        # O_EXCL with O_NOFOLLOW: never write through a link someone made meanwhile
+        with os.fdopen(open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -221,9 +223,12 @@ class RunStore:
         try:
             parse_line(data[keep:])
         except ValueError:
-            with open(path, "r+b") as fh:
-                fh.truncate(keep)
-                os.fsync(fh.fileno())
+            fd = open_no_follow(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         else:
             self._write(b"\n")
 
@@ -232,7 +237,7 @@ class RunStore:
         file back to where this write started, so it never ends in a partial line."""
         self.lock.acquire()  # a store made with RunStore(dir) locks on its first append
         path = self.run_dir / RECORDS
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             start = os.fstat(fd).st_size  # we hold the run lock: nobody else appends
             try:

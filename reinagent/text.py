@@ -34,3 +34,11 @@ def valid_data(value: Any, depth: int = 0) -> Any:
     if kind is list or kind is tuple:
         return kind(valid_data(v, depth + 1) for v in value)
     return value
+
+
+def clipped(text: str, limit: int, what: str = "text") -> str:
+    """`text` cut to about `limit` characters, saying how much was cut (records and reports must
+    stay readable whatever size a server or a program answers with)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{what} clipped: {len(text):,} characters, the first {limit:,} kept]"

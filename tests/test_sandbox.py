@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from reinagent.sandbox import ExecJob, HiddenJob, Sandbox
-from reinagent.sandbox.modes import UIDS, UIDS_PER_PROCESS
+from reinagent.sandbox.modes import UIDS
 from reinagent.sandbox.wire import NotPlain, Opaque, check_plain, parse_reply, rebuild
 
 MODES = []
@@ -91,7 +91,7 @@ def _assert_unharmed(result, canary: Path, secret: str):
 def _ours_by_uid(pid: str) -> bool:
     """A process of one of *this* test process's sandbox uids (other test runs have their own)."""
     uid = os.stat(f"/proc/{pid}").st_uid
-    return UIDS._block <= uid < UIDS._block + UIDS_PER_PROCESS
+    return UIDS.owns(uid)
 
 
 def _with_token(token: str):

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from reinagent.llm.fake_server import FakeOpenAIServer
-from tests.conftest import run_cli
+from tests.conftest import one_line_error, run_cli
 
 KEY_A = "a-server-key-0123456789"
 
@@ -99,11 +99,78 @@ def test_the_value_of_the_named_variable_is_redacted_whatever_its_name(tmp_path)
 def test_redact_hides_passwords_in_query_parameters():
     from reinagent.redact import redact
 
-    assert redact("postgresql://u@db.lab/runs?password=hunter2x") == "postgresql://u@db.lab/runs?password=***"
-    assert redact("postgresql://u@h/db?sslmode=require&sslpassword=p4ss&application_name=a") == \
-        "postgresql://u@h/db?sslmode=require&sslpassword=***&application_name=a"
+    assert redact("postgresql://u@db.lab/runs?password=hunter2x") == "postgresql://***@db.lab/runs?password=***"
+    assert redact("postgresql://h/db?sslmode=require&sslpassword=p4ss&application_name=a") == \
+        "postgresql://h/db?sslmode=***&sslpassword=***&application_name=***"
     assert redact("host=h password=abc123 dbname=runs") == "host=h password=*** dbname=runs"
-    assert redact("mongodb://h/?authSource=admin&apiKey=zz9") == "mongodb://h/?authSource=admin&apiKey=***"
-    for harmless in ("max_tokens=256", "bypass=1", "compass=north", "http://h/?q=passage"):
+    assert redact("mongodb://h/?authSource=admin&apiKey=zz9") == "mongodb://h/?authSource=***&apiKey=***"
+    for harmless in ("max_tokens=256", "bypass=1", "compass=north", "q=passage", "TokenizerError: bad input",
+                     "max_tokens: 5", "Basic arithmetic", "http://127.0.0.1:8000/v1"):
         assert redact(harmless) == harmless
 
+
+
+# Issue 38 section 5: every userinfo and every query or fragment value of a URL is a secret, and
+# the credential shapes the redactor used to pass.
+LEAKS = {
+    "http://host/v1?key=S3cr3tValue": "S3cr3tValue",
+    "http://host/v1?auth=S3cr3tValue": "S3cr3tValue",
+    "http://host/v1#access_token=S3cr3tValue": "S3cr3tValue",
+    "http://:S3cr3tValue@host/v1": "S3cr3tValue",
+    "http://S3cr3tValue@host/v1": "S3cr3tValue",
+    "redis://:S3cr3tValue@h:6379/0": "S3cr3tValue",
+    "x-api-key: S3cr3tValue": "S3cr3tValue",
+    "api-key: S3cr3tValue": "S3cr3tValue",
+    "Authorization: Basic dXNlcjpTM2NyM3Q=": "dXNlcjpTM2NyM3Q=",
+    '{"api_key": "S3cr3tValue"}': "S3cr3tValue",
+    "--api-key S3cr3tValue": "S3cr3tValue",
+    "password: S3cr3tValue": "S3cr3tValue",
+    "https://b.s3.amazonaws.com/o?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE&X-Amz-Signature=fe5f80f77d5fa3beca038a248ff0":
+        "fe5f80f77d5fa3beca038a248ff0",
+    "s3 url ...&Signature=fe5f80f77d5fa3beca038a&AWSAccessKeyId=AKIAIOSFODNN7EXAMPLE": "fe5f80f77d5fa3beca038a",
+    "key AKIAIOSFODNN7EXAMPLE used": "AKIAIOSFODNN7EXAMPLE",
+    "token ghp_abcdefghijklmnopqrstuvwxyz0123456789": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "token hf_abcdefghijklmnopqrstuvwxyzABCDEFGH": "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+    "token gsk_abcdefghijklmnopqrstuvwxyz0123": "gsk_abcdefghijklmnopqrstuvwxyz0123",
+    "token xoxb-1234567890-abcdefghij": "xoxb-1234567890-abcdefghij",
+    "token AIzaSyA1234567890abcdefghijklmnopqrstu": "AIzaSyA1234567890abcdefghijklmnopqrstu",
+}
+
+
+def test_redact_hides_url_credentials_and_key_shapes():
+    from reinagent.redact import redact
+
+    for text, secret in LEAKS.items():
+        shown = redact(text)
+        assert secret not in shown and "***" in shown, (text, shown)
+    # what a URL points to stays readable
+    assert redact("http://host:8000/v1?key=S#frag") == "http://host:8000/v1?key=***#***"
+    assert redact("see 'http://u:p@h/x?a=1&b=2'.") == "see 'http://***@h/x?a=***&b=***'."
+
+
+def test_redact_argv_hides_the_value_after_a_secret_flag():
+    from reinagent.redact import redact_argv
+
+    argv = ["reinagent", "run", "--api-key", "V4lue1", "--token=V4lue2", "--base-url", "http://h/v1?key=V4lue3",
+            "--num-trials", "3"]
+    shown = redact_argv(argv)
+    assert not any(v in " ".join(shown) for v in ("V4lue1", "V4lue2", "V4lue3"))
+    assert shown[:3] == ["reinagent", "run", "--api-key"] and shown[-2:] == ["--num-trials", "3"]
+
+
+def test_spec_json_holds_no_url_secret_and_resume_asks_for_the_url_again(tmp_path):
+    secret = "S3cr3tInUrl"
+    with FakeOpenAIServer() as server:
+        url = f"http://user:{secret}@{server.base_url.removeprefix('http://')}?key={secret}#access_token={secret}"
+        first = _run(tmp_path / "r", url, env={"REINAGENT_SERVER_API_KEY": ""})
+        assert first.returncode == 0, first.stderr
+        spec_text = (tmp_path / "r" / "spec.json").read_text()
+        assert secret not in spec_text
+        spec = json.loads(spec_text)
+        assert "?key=***" in spec["config"]["base_url"] and "?key=***" in " ".join(spec["command"])
+
+        again = run_cli("resume", str(tmp_path / "r"), "--num-trials", "2", "--quiet")
+        one_line_error(again, "recorded without its credentials", "--base-url")
+        fine = run_cli("resume", str(tmp_path / "r"), "--num-trials", "2", "--base-url", url, "--quiet")
+        assert fine.returncode == 0, fine.stderr
+        assert secret not in (tmp_path / "r" / "spec.json").read_text()

@@ -197,3 +197,48 @@ def test_repair_waits_for_no_one(small_run, tmp_path):
     finally:
         store.close()
     _one_line_error(run_cli("repair", str(tmp_path / "nope")), "does not exist")
+
+
+# Issue 38 section 4: a shared run directory's files are never opened through a symbolic link.
+
+@pytest.mark.parametrize("name", [LOCK, RECORDS])
+def test_resume_and_repair_refuse_a_run_whose_files_are_links(small_run, tmp_path, script, name):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the sharer's file\n")
+    path = small_run / name
+    keep = tmp_path / "kept"
+    path.replace(keep)
+    path.symlink_to(victim)
+    for done in (run_cli("repair", str(small_run)), run_cli("resume", str(small_run), "--num-trials", "3")):
+        _one_line_error(done, str(path), "symbolic link")
+    with pytest.raises(RunDirError, match="symbolic link"):
+        resume(small_run, num_trials=3, progress=False)
+    assert victim.read_text() == "the sharer's file\n"  # neither truncated nor appended to
+
+
+def test_a_dangling_records_link_is_not_created_anywhere(small_run, tmp_path):
+    target = tmp_path / "elsewhere" / "made.jsonl"
+    target.parent.mkdir()
+    (small_run / RECORDS).replace(tmp_path / "kept")
+    (small_run / RECORDS).symlink_to(target)
+    _one_line_error(run_cli("resume", str(small_run), "--num-trials", "3"), "symbolic link")
+    assert not target.exists()
+
+
+def test_links_planted_after_the_check_are_refused_too(small_run, tmp_path):
+    from reinagent.store import atomic_write
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    store, spec, records = RunStore.open(small_run)
+    try:
+        (small_run / RECORDS).unlink()
+        (small_run / RECORDS).symlink_to(victim)  # between the open and the next append
+        with pytest.raises(RunDirError, match="symbolic link"):
+            store.append(records[0])
+        (small_run / f".spec.json.tmp{os.getpid()}").symlink_to(victim)  # the temp name is predictable
+        atomic_write(small_run / "spec.json", "{}")  # the link is replaced, never written through
+        assert json.loads((small_run / "spec.json").read_text()) == {}
+    finally:
+        store.close()
+    assert victim.read_text() == "keep\n"

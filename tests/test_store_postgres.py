@@ -175,7 +175,7 @@ def test_a_password_in_a_query_parameter_is_redacted_everywhere(url, tmp_path):
     model = write_script(tmp_path / "s.yaml", [])
     out = run_cli("run", "--num-envs", "1", "--model", model, "--store", in_query, "--quiet", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert password not in out.stdout + out.stderr and "store:         postgresql://postgres@" in out.stdout
+    assert password not in out.stdout + out.stderr and "store:         postgresql://***@" in out.stdout
     assert "?password=***" in out.stdout
     with psycopg.connect(url) as conn:
         docs = [row[0] for row in conn.execute("SELECT spec::text FROM reinagent_runs").fetchall()]

@@ -78,6 +78,7 @@ def view(folder: str, port: int, host: str, token: str | None, allow_hosts: tupl
     try:
         import uvicorn
 
+        from reinagent.service.connections import hardened_server
         from reinagent.service.guard import is_loopback
         from reinagent.viewer.app import create_app
     except ModuleNotFoundError as err:
@@ -89,8 +90,8 @@ def view(folder: str, port: int, host: str, token: str | None, allow_hosts: tupl
     query = f"?token={token}" if token else ""
     click.echo(f"viewer: http://{url_host}:{sock.getsockname()[1]}/{query}  (runs under {folder}; Ctrl-C stops it)")
     sys.stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(create_app(folder, token=token, allow_hosts=allow_hosts), log_level="warning"))
-    server.run(sockets=[sock])
+    config = uvicorn.Config(create_app(folder, token=token, allow_hosts=allow_hosts), log_level="warning")
+    hardened_server(config).run(sockets=[sock])  # slowloris: header timeout, connection cap, bounded log
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -37,7 +37,9 @@ from pydantic import BaseModel, Field
 from reinagent.config import MAX_TIMEOUT_S
 from reinagent.sandbox.modes import Mode
 from reinagent.sandbox.process import KIND_TO_REASON, Child, Limits, _signal_of, frame, started, summarise
-from reinagent.sandbox.wire import MAX_REPLY_BYTES, CandidateFailure, NotPlain, check_plain, parse_reply, rebuild
+from reinagent.sandbox.wire import (
+    MAX_REPLY_BYTES, CandidateFailure, NotPlain, ReplyTooLarge, check_plain, parse_reply, rebuild,
+)
 
 FATAL = ("timeout", "memory", "exit", "crash")  # the child is gone: later tests cannot run
 _QUIET_BUILTINS = {**vars(builtins), "print": lambda *args, **kwargs: None}  # keep our stdout ours
@@ -122,7 +124,11 @@ class Session:
                 if len(self._buffer) >= 4 + size:
                     data = bytes(self._buffer[4 : 4 + size])
                     del self._buffer[: 4 + size]
-                    return parse_reply(data)
+                    try:
+                        return parse_reply(data)
+                    except ReplyTooLarge as err:  # hostile: the child is killed, the run ends here
+                        self.child.kill()
+                        raise self.fail("crash", f"the program's reply is too large: {err}") from None
             left = until - time.monotonic()
             if left <= 0:
                 raise self._timeout()

@@ -1,7 +1,8 @@
 """How a sandboxed process is started: the containment modes, strongest first.
 
 bwrap    bubblewrap: new pid/net/ipc/uts namespaces, read-only /usr and /etc, the interpreter's
-         own directory tree bound read-only, private size-capped tmpfs for /tmp and the scratch dir
+         own directory tree bound read-only with its site-packages (and /usr's) covered by empty
+         tmpfs (the standard library only), private size-capped tmpfs for /tmp and the scratch dir
          (/sandbox), no network. As root, bwrap keeps only CAP_SETUID/SETGID/CHOWN so that the
          harness can drop to a dedicated uid.
 uid      root without bubblewrap: the harness drops to a dedicated unprivileged uid; the rest of
@@ -11,7 +12,8 @@ rlimits  neither: resource limits and a scratch cwd only. Weak; a warning says s
 Why dedicated uids: RLIMIT_NPROC counts every process of a (real) uid and is never enforced for
 root, so a fork bomb is only stopped by running it as a uid of its own. Each concurrent run gets
 its own fresh uid (unique within this process and, through the pid, across processes on the
-machine), which also makes "kill every process of this uid" a safe and complete cleanup.
+machine: every process id has its own block of uids), which also makes "kill every process of this
+uid" a safe and complete cleanup.
 """
 
 from __future__ import annotations
@@ -27,8 +29,14 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-UID_BASE = int(os.environ.get("REINAGENT_SANDBOX_UID_BASE", "1000000000"))
-UIDS_PER_PROCESS = 65536  # a block per process (by pid): base + 32768 blocks stays below 2**32
+from reinagent.errors import ConfigError
+
+UID_BASE_ENV = "REINAGENT_SANDBOX_UID_BASE"
+DEFAULT_UID_BASE = 1_000_000_000  # far above login users (1000+) and the usual /etc/subuid ranges
+MIN_UID_BASE = 100_000_000  # below this a base could reach system, login or container users
+MAX_UID = 2**32 - 2  # (uid_t)-1 means "no change" to setuid and friends
+PID_LIMIT = 1 << 22  # the kernel's PID_MAX_LIMIT on 64-bit: no pid reaches it, whatever pid_max says
+MIN_UIDS_PER_PROCESS = 256  # concurrent runs of one process, with room for zombies to be reaped
 SANDBOX_DIR = "/sandbox"  # the scratch dir as the program sees it under bubblewrap
 PATH = "/usr/local/bin:/usr/bin:/bin"
 # Isolated (no PYTHON* variables, no user site) and no `site`: generated code gets the standard
@@ -77,22 +85,75 @@ def python_paths() -> tuple[str, str]:
     return prefix, exe
 
 
-class FreshUids:
-    """Hands out a fresh dedicated uid for every run.
+def uid_base() -> int:
+    """$REINAGENT_SANDBOX_UID_BASE (default 1,000,000,000), checked: a ConfigError when it could
+    reach a system or login user (below MIN_UID_BASE, or a uid the password database knows or
+    /etc/subuid hands out in the range the blocks cover), or leaves too few uids per process."""
+    text = os.environ.get(UID_BASE_ENV, "").strip() or str(DEFAULT_UID_BASE)
+    try:
+        base = int(text)
+    except ValueError:
+        raise ConfigError(f"${UID_BASE_ENV} must be a whole number, got {text[:40]!r}") from None
+    top = MAX_UID - MIN_UIDS_PER_PROCESS * PID_LIMIT
+    if not MIN_UID_BASE <= base <= top:
+        raise ConfigError(f"${UID_BASE_ENV} must be between {MIN_UID_BASE:,} and {top:,} (sandbox uids must "
+                          f"never be a system or login user's), got {base:,}")
+    end = base + uids_per_process(base) * PID_LIMIT
+    for name, first, count in _known_uids():
+        if first < end and base < first + count:
+            raise ConfigError(f"${UID_BASE_ENV}={base:,}: the sandbox's uids {base:,}-{end - 1:,} include {name}'s "
+                              f"uid {max(first, base):,}; choose a base above {first + count - 1:,}")
+    return base
 
-    Never reusing a uid matters: killed processes can linger as zombies until the system's init
-    reaps them, and they still count against the next run's RLIMIT_NPROC.
+
+def uids_per_process(base: int) -> int:
+    """Each process id gets its own block, for every pid the kernel can hand out (PID_LIMIT, not
+    today's pid_max, which root may raise at any time), below the largest valid uid."""
+    return min(65536, (MAX_UID - base) // PID_LIMIT)
+
+
+def _known_uids() -> list[tuple[str, int, int]]:
+    """(who, first uid, count): the password database's users and /etc/subuid's ranges."""
+    import pwd
+
+    known = [(f"user {p.pw_name!r}", p.pw_uid, 1) for p in pwd.getpwall()]
+    try:
+        for line in Path("/etc/subuid").read_text().splitlines():
+            name, first, count = (line.split(":") + ["", "", ""])[:3]
+            if first.isdigit() and count.isdigit():
+                known.append((f"/etc/subuid's range for {name!r}", int(first), int(count)))
+    except OSError:
+        pass
+    return known
+
+
+class FreshUids:
+    """Hands out a fresh dedicated uid for every run, from this process's own block.
+
+    The block is keyed on the whole process id (base + pid * per_process), so two live processes
+    never share a uid whatever the host's pid_max; it is worked out again after a fork. Within a
+    process uids cycle through the block: reuse only after per_process runs, since killed processes
+    can linger as zombies until init reaps them and still count against a run's RLIMIT_NPROC.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next = 0
-        self._block = UID_BASE + (os.getpid() % 32768) * UIDS_PER_PROCESS
+        self._pid: int | None = None
+        self.block = self.size = 0
 
     def fresh(self) -> int:
         with self._lock:
-            self._next = (self._next + 1) % UIDS_PER_PROCESS
-            return self._block + self._next
+            if self._pid != os.getpid():
+                base = uid_base()
+                self._pid, self.size = os.getpid(), uids_per_process(base)
+                self.block, self._next = base + os.getpid() * self.size, 0
+            self._next = (self._next + 1) % self.size
+            return self.block + self._next
+
+    def owns(self, uid: int) -> bool:
+        """Whether `uid` is one of this process's sandbox uids."""
+        return self.block <= uid < self.block + self.size
 
 
 UIDS = FreshUids()
@@ -159,6 +220,17 @@ def _system_binds() -> list[str]:
     return args
 
 
+def site_package_dirs(prefix: str) -> list[str]:
+    """Where installed (non-standard-library) packages live in the trees bubblewrap binds: the
+    interpreter's own prefix, /usr and /usr/local. `-I -S` keeps them off sys.path, but a program
+    could put them back; under bubblewrap an empty read-only tmpfs covers each of them."""
+    found: set[str] = set()
+    for root in {prefix, "/usr", "/usr/local"}:
+        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages"):  # python3/ too
+            found.update(str(p) for p in Path(root).glob(pattern) if p.is_dir() and not p.is_symlink())
+    return sorted(found)
+
+
 def bwrap_launch(harness: str, *, scratch_mb: int, uid: int | None) -> Launch:
     prefix, exe = python_paths()
     args = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc"]
@@ -171,6 +243,8 @@ def bwrap_launch(harness: str, *, scratch_mb: int, uid: int | None) -> Launch:
         for parent in reversed(Path(prefix).parents[:-1]):
             args += ["--perms", "0755", "--dir", str(parent)]
         args += ["--ro-bind", prefix, prefix]
+    for folder in site_package_dirs(prefix):  # the standard library only: installed packages hidden
+        args += ["--tmpfs", folder, "--remount-ro", folder]
     size = str(scratch_mb << 20)
     args += ["--dev", "/dev", "--proc", "/proc", "--size", size, "--tmpfs", "/tmp"]
     args += ["--size", size, "--tmpfs", SANDBOX_DIR, "--chdir", SANDBOX_DIR, "--clearenv"]

@@ -31,6 +31,7 @@ from reinagent.sandbox.modes import (
     kill_uid,
     plain_launch,
     sweep_files_of,
+    uid_base,
     warn_weak,
 )
 
@@ -357,6 +358,8 @@ def probe(requested: str, limits: Limits, *, warn: bool = True) -> Mode:
     valid = ["auto", *(m.value for m in Mode)]
     if requested not in valid:
         raise ConfigError(f"unknown sandbox mode {requested!r}; valid: {choices(valid)}")
+    if is_root() and requested != Mode.RLIMITS.value:
+        uid_base()  # a base that could reach real users is refused before any run (a ConfigError)
     with _PROBE_LOCK:
         if requested in _PROBED:
             return _PROBED[requested]

@@ -25,7 +25,7 @@ import httpx
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from reinagent.env import Env, StepResult
-from reinagent.text import valid_data
+from reinagent.text import clipped, valid_data
 
 TOKEN_ENV = "REINAGENT_ENV_TOKEN"
 RETRY_ENV = "REINAGENT_ENV_RETRY_S"
@@ -37,6 +37,14 @@ CONNECT_TIMEOUT_S = 5.0
 # so a request is never sent on a connection the server is closing.
 KEEPALIVE_S = 5.0
 MAX_CONNECTIONS = 256
+# What the client takes from a server it may not trust: an answer is read up to MAX_ANSWER_BYTES
+# (more is an error, and the connection is dropped), an observation or an info text is clipped to
+# what a record and a report can hold, and an error's detail to a line. A 200 MB error body or a
+# 300 MB observation once became a 629 MB records.jsonl and a 420 MB report.html.
+MAX_ANSWER_BYTES = 8 << 20
+MAX_OBSERVATION_CHARS = 100_000  # a long search result is ~10 KB; a coder's feedback a few KB
+MAX_INFO_CHARS = 20_000  # each text in `info`
+MAX_DETAIL_CHARS = 500  # an error answer's detail
 # Failures before the request was sent: safe to retry.
 CONNECT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, aiohttp.ClientConnectorError,
                   aiohttp.ConnectionTimeoutError)
@@ -63,10 +71,15 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, (*CONNECT_ERRORS, _Busy))
 
 
-def _wait(state) -> float:
-    exc = state.outcome.exception() if state.outcome else None
-    backoff = wait_exponential(multiplier=0.05, max=2.0)(state)
-    return max(backoff, exc.retry_after) if isinstance(exc, _Busy) else backoff
+def _wait_within(budget_s: float):
+    """Exponential backoff, or the server's Retry-After when longer, but never past the end of
+    the retry budget: a `Retry-After: 1e9` must not stall an episode beyond it."""
+    def wait(state) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        backoff = wait_exponential(multiplier=0.05, max=2.0)(state)
+        wanted = max(backoff, exc.retry_after) if isinstance(exc, _Busy) else backoff
+        return max(0.0, min(wanted, budget_s - state.seconds_since_start))
+    return wait
 
 
 class EnvClient:
@@ -96,7 +109,12 @@ class EnvClient:
             self._session = aiohttp.ClientSession(headers=self.headers, connector=connector, timeout=timeout)
             self._loop = loop
         async with self._session.request(method, self.url + path, json=payload) as response:
-            return response.status, response.headers, await response.read()
+            self._check_size(path, response.status, response.content_length)
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(1 << 16):
+                body += chunk
+                self._check_size(path, response.status, len(body))
+            return response.status, response.headers, bytes(body)
 
     def _send(self, method: str, path: str, payload: dict | None) -> tuple[int, Mapping[str, str], bytes]:
         if self._sync is None:
@@ -104,8 +122,19 @@ class EnvClient:
                 headers=self.headers, transport=self.transport,
                 timeout=httpx.Timeout(connect=CONNECT_TIMEOUT_S, read=READ_TIMEOUT_S, write=30.0, pool=READ_TIMEOUT_S),
                 limits=httpx.Limits(max_connections=MAX_CONNECTIONS, keepalive_expiry=KEEPALIVE_S))
-        response = self._sync.request(method, self.url + path, json=payload)
-        return response.status_code, response.headers, response.content
+        with self._sync.stream(method, self.url + path, json=payload) as response:
+            declared = response.headers.get("content-length", "")
+            self._check_size(path, response.status_code, int(declared) if declared.isdigit() else None)
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                self._check_size(path, response.status_code, len(body))
+            return response.status_code, response.headers, bytes(body)
+
+    def _check_size(self, path: str, status: int, size: int | None) -> None:
+        if size is not None and size > MAX_ANSWER_BYTES:  # not retried: the server did answer
+            raise EnvServiceError(f"env server {self.url}{path} answered {status} with more than "
+                                  f"{MAX_ANSWER_BYTES >> 20} MiB; refused (answers are read up to that)", status)
 
     # --- answers and errors ---------------------------------------------------------------------------
 
@@ -114,6 +143,8 @@ class EnvClient:
             try:
                 retry_after = float(headers.get("retry-after") or 1)
             except ValueError:
+                retry_after = 1.0
+            if not 0 <= retry_after < math.inf:  # `inf`, `nan`, `-5`: the server's mistake, not ours to wait for
                 retry_after = 1.0
             raise _Busy(retry_after, self._error_text(path, status, body))
         if status != 200:
@@ -128,10 +159,10 @@ class EnvClient:
 
     def _error_text(self, path: str, status: int, body: bytes) -> str:
         try:
-            detail = json.loads(body).get("error") or body.decode(errors="replace")
-        except (ValueError, AttributeError):
-            detail = body[:200].decode(errors="replace")
-        return f"env server {self.url}{path} answered {status}: {detail}"
+            detail = str(json.loads(body).get("error") or body.decode(errors="replace"))
+        except (ValueError, AttributeError, RecursionError):
+            detail = body[:MAX_DETAIL_CHARS].decode(errors="replace")
+        return f"env server {self.url}{path} answered {status}: {clipped(detail, MAX_DETAIL_CHARS, 'error')}"
 
     def _give_up(self, path: str, err: BaseException, attempts: int, started: float) -> EnvServiceError:
         # say what was actually done: a start-up check makes one attempt, an episode retries
@@ -151,7 +182,8 @@ class EnvClient:
     async def arequest(self, method: str, path: str, payload: dict | None = None, *, retry: bool = True) -> dict:
         started, attempts = time.monotonic(), 0
         try:
-            async for attempt in AsyncRetrying(stop=stop_after_delay(self.retry_s if retry else 0), wait=_wait,
+            budget = self.retry_s if retry else 0
+            async for attempt in AsyncRetrying(stop=stop_after_delay(budget), wait=_wait_within(budget),
                                                retry=retry_if_exception(_retryable), reraise=True):
                 attempts += 1
                 with attempt:
@@ -163,7 +195,8 @@ class EnvClient:
     def request(self, method: str, path: str, payload: dict | None = None, *, retry: bool = True) -> dict:
         started, attempts = time.monotonic(), 0
         try:
-            for attempt in Retrying(stop=stop_after_delay(self.retry_s if retry else 0), wait=_wait,
+            budget = self.retry_s if retry else 0
+            for attempt in Retrying(stop=stop_after_delay(budget), wait=_wait_within(budget),
                                     retry=retry_if_exception(_retryable), reraise=True):
                 attempts += 1
                 with attempt:
@@ -192,12 +225,29 @@ def finite_reward(value: Any) -> float:
     return reward
 
 
+def _observation(value: Any) -> str:
+    return clipped(str(value), MAX_OBSERVATION_CHARS, "observation")
+
+
+def _info(value: Any) -> dict[str, Any]:
+    """The step's info with every text clipped (the answer an agent gives stays whole below that)."""
+    def clip(item: Any) -> Any:
+        if isinstance(item, str):
+            return clipped(item, MAX_INFO_CHARS, "info text")
+        if isinstance(item, list):
+            return [clip(x) for x in item]
+        if isinstance(item, dict):
+            return {clipped(str(k), 200, "key"): clip(v) for k, v in item.items()}
+        return item
+    return clip(dict(value or {}))
+
+
 def _step_result(data: dict) -> StepResult:
     try:
         obs = data["observation"] if "observation" in data else data["state"]
         terminated = bool(data.get("terminated", data.get("done", False)))
-        return (str(obs), finite_reward(data.get("reward", 0.0)), terminated, bool(data.get("truncated", False)),
-                dict(data.get("info") or {}))
+        return (_observation(obs), finite_reward(data.get("reward", 0.0)), terminated,
+                bool(data.get("truncated", False)), _info(data.get("info")))
     except (KeyError, TypeError, ValueError) as err:
         raise EnvServiceError(f"env server step answer is malformed ({type(err).__name__}: {err})") from None
 
@@ -236,7 +286,7 @@ class HttpEnv(Env):
         if self.session_id is None:
             self.session_id = (await self.client.arequest("POST", "/create", self._create_payload()))["id"]
         data = await self.client.arequest("POST", "/reset", {"id": self.session_id, "seed": seed})
-        return str(data.get("observation", data.get("state", ""))), dict(data.get("info") or {})
+        return _observation(data.get("observation", data.get("state", ""))), _info(data.get("info"))
 
     async def astep(self, action: str) -> StepResult:
         if self.session_id is None:
@@ -257,7 +307,7 @@ class HttpEnv(Env):
         if self.session_id is None:
             self.session_id = self.client.request("POST", "/create", self._create_payload())["id"]
         data = self.client.request("POST", "/reset", {"id": self.session_id, "seed": seed})
-        return str(data.get("observation", data.get("state", ""))), dict(data.get("info") or {})
+        return _observation(data.get("observation", data.get("state", ""))), _info(data.get("info"))
 
     def step(self, action: str) -> StepResult:
         if self.session_id is None:

@@ -15,6 +15,7 @@ what the client sent.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -24,6 +25,7 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a coder's program with its tests is a few KB; 4 MiB is generous
+BODY_TIMEOUT_S = 30.0  # for the whole body, once the headers are in (connections.py times those)
 ECHO_CHARS = 60  # at most this much of a client's bad input is quoted back
 
 
@@ -156,9 +158,13 @@ class Guard:
         declared = headers.get("content-length")
         if declared is not None and (not declared.strip().isdigit() or int(declared) > limit):
             raise Refused(413, too_big)
-        chunks, size = [], 0
+        chunks, size, until = [], 0, asyncio.get_running_loop().time() + BODY_TIMEOUT_S
         while True:
-            message = await receive()
+            try:  # a body sent a byte at a time would hold its connection (and a thread) forever
+                async with asyncio.timeout_at(until):
+                    message = await receive()
+            except TimeoutError:
+                raise Refused(408, f"request body not received within {BODY_TIMEOUT_S:g} s") from None
             if message["type"] != "http.request":  # the client went away
                 return _replay([message])
             size += len(message.get("body", b""))

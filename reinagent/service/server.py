@@ -32,6 +32,7 @@ from reinagent.env import EpisodeEnded
 from reinagent.errors import ConfigError
 from reinagent.redact import redact
 from reinagent.service import protocol as p
+from reinagent.service.connections import hardened_server
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
 from reinagent.service.shutdown import AnswerWhenStopped
 from reinagent.service.sessions import (
@@ -271,7 +272,7 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
     # so a client never sends on a connection the server is closing.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
                             timeout_keep_alive=75, timeout_graceful_shutdown=SHUTDOWN_S)
-    server = uvicorn.Server(config)
+    server = hardened_server(config)  # slowloris: header timeout, connection cap, bounded log (connections.py)
 
     def stop(signum, frame) -> None:
         # Before uvicorn installs its handlers this ends the server at start-up; after its graceful
