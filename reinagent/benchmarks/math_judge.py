@@ -36,15 +36,16 @@ from reinagent.benchmarks.math_text import clean, correction, without_restatemen
 _FINISH = re.compile(r"finish\s*\[(?P<arg>[^\]]*)\]", re.I)
 _ANSWER_TAG = re.compile(r"<answer>(?P<arg>.*?)(?:</answer>|$)", re.I | re.S)
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K's own answer line
-# what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, 12345!
-_RUNAWAY = re.compile(
-    r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|\d{4,}\s*!"
-)
+# what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, (99999 + 1)! (a `!` right
+# after a number is an exclamation mark: math_text.clean drops it)
+_RUNAWAY = re.compile(r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|[)}]\s*!(?!=)")
 # an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
 _OPERATION = re.compile(r"[\d.)}]\s*(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*[-(\\{]*\s*[\d.(\\{]")
 # a number that is the right operand of an operation: `0 + 3`'s 3, unless a result follows it
 _OPERAND = re.compile(r"[\d)]\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|\bplus|\bminus|\btimes)\s*[-(]*\s*$", re.I)
 _RESULT_AFTER = re.compile(r"\s*\)?\s*(?:=|is\b|equals\b)", re.I)
+# ... or the left operand of one: `0-4=`'s 0
+_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|plus\b|minus\b|times\b)\s*[-(]*\s*\d", re.I)
 MAX_CHARS = 20_000  # a reply past this is judged on its last MAX_CHARS characters
 
 
@@ -88,8 +89,8 @@ def _parse(text: str) -> tuple:
 
 
 def _unevaluated(text: str, parsed: tuple) -> bool:
-    """Whether math-verify's pick is an operation, or the last operand of one, rather than a stated
-    number: `12 - 16`, `2^3`; the 3 of `What is 0 + 3?` (math-verify reads that as 3)."""
+    """Whether math-verify's pick is an operation, or an operand of one, rather than a stated number:
+    `12 - 16`, `2^3`; the 3 of `What is 0 + 3?` (math-verify reads that as 3), the 0 of `0-4=`."""
     picked = str(parsed[-1])
     if _OPERATION.search(picked):
         return True
@@ -97,6 +98,8 @@ def _unevaluated(text: str, parsed: tuple) -> bool:
     if not found or not re.fullmatch(r"-?\d+(?:\.\d+)?", picked):
         return False
     where = found[-1]
+    if _OPERATOR_AFTER.match(text, where.end()):
+        return True
     return bool(_OPERAND.search(text[:where.start()])) and not _RESULT_AFTER.match(text, where.end())
 
 

@@ -29,7 +29,7 @@ _QUOTED = re.compile(rf"[\"'“”‘’«»]\s*({_NUMBER})\s*[\"'“”‘’«
 _PARENTHESISED = re.compile(rf"(?<![\w)\]}}^])\(\s*({_NUMBER})\s*\)")
 _MIXED = re.compile(r"(?<![\d.,/])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d/]|\.\d)")
 _BANG = re.compile(r"(?<=\d)\s*!(?!=)")
-_POWER = r"\s*(?:\^|\*\*)\s*(?:\{\s*([-+]?\d{1,3})\s*\}|\(\s*([-+]?\d{1,3})\s*\)|([-+]?\d{1,3}))(?![\d^]|\.\d)"
+_POWER = r"\s*(?:\^|\*\*)\s*(?:\{\s*([-+]?\d{1,3})\s*\}|\(\s*([-+]?\d{1,3})\s*\)|([-+]?\d{1,3}))(?![\d^]|\.\d|\s*(?:\^|\*\*))"
 _SCIENTIFIC = re.compile(r"(?<![\w.^])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10" + _POWER)
 _TEN_POWER = re.compile(r"(?<![\w.^*×])10" + _POWER)
 _E_NOTATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([-+]?\d{1,3})(?!\w|\.\d)")
