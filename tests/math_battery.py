@@ -183,6 +183,17 @@ EDGE_CASES = [
     ("The answer is 18, not 17.", "18", None, True),
     ("I cannot solve this.", "18", None, False),
     ("2**3**2", "512", None, False),  # a power tower is not judged
+    ("**18**", "18", None, True),
+    ("The total is 5 + 13 = 18.", "18", None, True),
+    ("I think it's 17, no wait, 18.", "18", None, True),
+    ("The answer is 1,000,000!", "1000000", None, True),
+    ("What is 7 - 2? The answer is 5.", "5", "What is 7 - 2?", True),
+    ("7 - 2", "5", "What is 7 - 2?", False),  # math-verify alone evaluates it: 5
+    ("(7 - 2)", "5", "What is 7 - 2?", False),
+    ("7 minus 2", "2", "What is 7 - 2?", False),
+    ("Thought: 7 - 2 = 5.\nAction: Finish[5]", "5", "What is 7 - 2?", True),
+    ("The answer is 18 apples and 3 pears.", "18", None, True),
+    ("It takes 2.5 x 10^2 seconds.", "250", None, True),
 ]
 
 

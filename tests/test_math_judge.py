@@ -84,6 +84,12 @@ def test_edge_cases_written_by_hand(reply, gold, question, truth):
     ("The answer is 17. Wait, actually 18", "17", "18", False),
     ("It is 10^3 grams.", "1000", "1000", True),
     ("So 1.2 x 10^3 in all.", "1200", "1200", True),
+    ("What is 0 + 3?", "3", None, False),  # without the question too: math-verify alone reads 3
+    ("3 - 0 =", "3", None, False),
+    # GSM8K's answer line wins over an earlier "answer" (math-verify alone picks the 5)
+    ("To express the answer as a percentage: 32 / 96 * 100% = 33.333...%, which rounds down to 33%\n#### 33",
+     "33", "33", True),  # GSM8K test/226's reference solution
+    ("\\boxed{99999!}", "99999", "99999", True),  # `!` after a number is punctuation, never a factorial
     ("", "0", None, False),
     (None, "0", None, False),
 ])
@@ -103,17 +109,26 @@ def test_a_restatement_of_the_question_is_never_an_answer(reply, answer):
     assert (verdict.answer, verdict.success) == (answer, answer == "3")
 
 
-def test_the_served_math_environment_knows_its_question():
+def test_the_served_math_environments_know_their_question():
     from reinagent import make
     from reinagent.benchmarks.gsm8k import MathEnv
 
-    bench = make("arithmetic20")
-    task = next(t for t in bench.load_tasks("test") if t.a == 0 and t.op == "+")  # `0 + b`, gold b
+    task = next(t for t in make("arithmetic20").load_tasks("test") if t.a == 0 and t.op == "+")  # gold b
     env = MathEnv(task, max_steps=1)
     env.reset()
     assert env.step(f"What is 0 + {task.b}?")[1:3] == (0.0, False)
     env.reset()
     assert env.step(f"0 + {task.b} = {task.b}")[1:3] == (1.0, True)
+    # GSM8K test/4 ends "... if the size of Wendi's flock is 20 chickens?", gold 20: math-verify
+    # alone credits the question copied back; the environment knows its question
+    bench = make("gsm8k")
+    task = bench.load_tasks("test")[4]
+    assert task.answer == "20" and judge(task.question, "20").success
+    env = MathEnv(task, max_steps=1)
+    env.reset()
+    assert env.step(task.question)[1] == 0.0
+    env.reset()
+    assert env.step(f"{task.question} She needs 20 cups.")[1:3] == (1.0, True)
 
 
 @pytest.mark.timeout(300)  # sympy would compute 10**10**10 for far longer: a hang fails, no clock is read
@@ -177,6 +192,10 @@ def test_check_answers_arithmetic_and_hotpotqa_official_em(tmp_path):
     assert [json.loads(line) for line in proc.stdout.splitlines()] == [
         {"task_id": "test/0+9", "success": False, "answer": None},
         {"task_id": "test/0+9", "success": True, "answer": "9"}]
+    question = make("gsm8k").load_tasks("test")[4].question  # its last number is its gold, 20
+    proc = run_cli("check-answers", "--benchmark", "gsm8k", "--answers",
+                   _write(tmp_path / "q.jsonl", [{"task_id": "test/4", "answer": question}]))
+    assert json.loads(proc.stdout) == {"task_id": "test/4", "success": False, "answer": None}
     # HotpotQA dev-0000's gold is "yes": curly quotes make it wrong under the official EM
     rows = [{"task_id": "dev-0000", "answer": "Thought: both American.\nAction: Finish[yes]"},
             {"task_id": "dev-0000", "answer": "Finish[“yes”]"}, {"task_id": "dev-0000", "answer": "\"yes\""}]

@@ -49,7 +49,6 @@ _QUESTION_EXPR = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:\s*[-+*×÷^/]\s*-?\d+
 _SPELLINGS = {"+": r"(?:\+|plus)", "-": r"(?:-|minus)", "*": r"(?:\*|×|x|\\times|\\cdot|times)",
               "×": r"(?:\*|×|x|\\times|\\cdot|times)", "÷": r"(?:÷|/|\\div|divided by)",
               "/": r"(?:/|÷|\\div|divided by)", "^": r"(?:\^|\*\*)"}
-_EVALUATED = re.compile(r"\s*\)?\s*(?:=|==|is|equals)\s*[-$\d\\(]", re.I)
 
 
 def _plain(mantissa: str, exponent: str) -> str | None:
@@ -119,9 +118,9 @@ def _operation_pattern(expression: str) -> str:
 
 
 def without_restatements(text: str, question: str | None) -> str:
-    """`text` with the question's own words and its operation left unevaluated removed: a reply
-    that only restates `What is 0 + 3?` (or `0 + 3`, `\\boxed{0 + 3}`) states no answer, while
-    `0 + 3 = 3` keeps its result."""
+    """`text` without the question's own words and its operation: a reply that only restates
+    `What is 0 + 3?` (or `0 + 3`, `\\boxed{0 + 3}`) states no answer, while `0 + 3 = 3` keeps its
+    result."""
     if not question or not question.strip():
         return text
     words = question.split()
@@ -129,11 +128,6 @@ def without_restatements(text: str, question: str | None) -> str:
     for expression in _QUESTION_EXPR.findall(clean(question)):
         if not re.search(r"[-+*×÷^]", expression[1:]):
             continue  # a fraction such as 3/4 is a number, not the question's operation
-        kept, last = [], 0
-        for match in re.finditer(_operation_pattern(expression), text, re.I):
-            if _EVALUATED.match(text, match.end()):
-                continue
-            kept.append(text[last:match.start()] + " ")
-            last = match.end()
-        text = "".join(kept) + text[last:]
+        # `0 + 3 = 3` keeps `= 3`, which math-verify reads as 3
+        text = re.sub(_operation_pattern(expression), " ", text, flags=re.I)
     return text
