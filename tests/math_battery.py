@@ -194,6 +194,10 @@ EDGE_CASES = [
     ("Thought: 7 - 2 = 5.\nAction: Finish[5]", "5", "What is 7 - 2?", True),
     ("The answer is 18 apples and 3 pears.", "18", None, True),
     ("It takes 2.5 x 10^2 seconds.", "250", None, True),
+    ("6 * 3 = 18. Wait, she ate 3, so 18 - 3 = 15.\n#### 15", "15", None, True),
+    ("Actually, she has 3 bags of 6 apples, so 18 apples.", "18", None, True),
+    ("Sorry, the answer is 18.", "18", None, True),
+    ("The answer is 18 (9 eggs × $2).", "18", None, True),
 ]
 
 

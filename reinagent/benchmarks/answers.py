@@ -3,12 +3,13 @@
     reinagent check-answers --benchmark gsm8k --answers answers.jsonl
 
 Each line is `{"task_id": ..., "answer": ...}` with task ids as records write them (`test/0` for
-GSM8K, `test/3+4` for arithmetic and arithmetic20, `dev-0000` for HotpotQA); the answer is a whole reply or just the
-answer. stdout gets one JSON line per input line, in order: `task_id`, `success` and `answer` (the
-answer the judge read: `Finish[...]`'s text when there is one; for math, math-verify's pick
-otherwise; a restatement of the task's question is never an answer), plus the benchmark's other figures (HotpotQA: `f1`, `em_lenient`). The judge is the one
-runs use (reinagent/benchmarks/math_judge.py; HotpotQA's official EM), so a researcher can re-score
-any outputs, as `check-solutions` does for programs.
+GSM8K, `test/3+4` for arithmetic and arithmetic20, `dev-0000` for HotpotQA); the answer is a whole
+reply or just the answer. stdout gets one JSON line per input line, in order: `task_id`, `success`
+and `answer` (the answer the judge read: `Finish[...]`'s text when there is one; for math,
+math-verify's pick otherwise; a restatement of the task's question is never an answer), plus the
+benchmark's other figures (HotpotQA: `f1`, `em_lenient`). The judge is the one runs use
+(reinagent/benchmarks/math_judge.py; HotpotQA's official EM), so a researcher can re-score any
+outputs, as `check-solutions` does for programs.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ What is read, in order:
 1. the reply is cleaned (reinagent/benchmarks/math_text.py): markdown bold, backticks, quotes,
    the Unicode minus, `(-3)`, mixed numbers, scientific notation and `1500!` become plain numbers;
 2. the answer's place: the text inside the last `Finish[...]` (ours: math-verify does not know it),
-   else inside the last `<answer>...</answer>`, else the last self-correction that states a number
-   (`The answer is 17. Wait, actually 18` is 18), else GSM8K's `#### N` line, else the whole reply;
+   else inside the last `<answer>...</answer>`, else GSM8K's `#### N` line, else the last
+   self-correction that states a number (`The answer is 17. Wait, actually 18` is 18), else the
+   whole reply;
 3. a restatement of the question (its words, or its operation left unevaluated: `0 + 3`,
    `What is 0 + 3?`) is removed when the question is known; math-verify then picks the answer
    (`\\boxed{}`, "the answer is", the last expression) and compares values with the gold;
@@ -127,7 +128,7 @@ def read_answer(reply: str | None, question: str | None = None) -> tuple[str | N
         written = finish_text(reply) or _tagged(reply) or inside
         return (written, parsed) if parsed or refused else (None, ())
     hashed = _HASHES.findall(text)
-    for place in (correction(text), hashed[-1] if hashed else None, text):
+    for place in (hashed[-1] if hashed else None, correction(text), text):
         parsed = _read(place, question)[0] if place is not None else ()
         if parsed:
             return str(parsed[-1]), parsed

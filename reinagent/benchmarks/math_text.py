@@ -1,10 +1,11 @@
 """How a math reply is cleaned before math-verify reads it (reinagent/benchmarks/math_judge.py).
 
 Chat models write numbers math-verify does not read, or reads wrongly: markdown bold (`**18**`,
-read as a power tower), backticks and quotes, the Unicode minus `−3`, a parenthesised `(-3)`, a
-mixed number `2 1/2` (read as 1), scientific notation `1.2 \\times 10^3` (read as 10^3), an
-exclamation mark after a number (`1500!`, read as a factorial). `clean` rewrites each into the plain
-number it stands for; everything else is left as written.
+which the old guard read as a power tower), backticks and quotes, the Unicode minus `−3`, a
+parenthesised `(-3)`, a mixed number `2 1/2` (read as 1), an aside `18 (9 eggs × $2)` (read as
+18 * 9), scientific notation `1.2 \\times 10^3` (read as 10^3), an exclamation mark after a number
+(`1500!`, read as a factorial). `clean` rewrites each into the plain number it stands for (an aside
+is dropped); everything else is left as written.
 
 A reply may also restate its question (`What is 0 + 3?`) or correct itself (`The answer is 17.
 Wait, actually 18`): `without_restatements` removes the question's own text and its expression left
@@ -27,9 +28,13 @@ _LATEX_BOLD = re.compile(r"\\(?:textbf|mathbf|boldsymbol|bm)\s*\{([^{}]*)\}")
 _NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?%?"
 _QUOTED = re.compile(rf"[\"'“”‘’«»]\s*({_NUMBER})\s*[\"'“”‘’«»]")
 _PARENTHESISED = re.compile(rf"(?<![\w)\]}}^])\(\s*({_NUMBER})\s*\)")
+# an aside after a number, `18 (9 eggs × $2)`: math-verify reads `18 (9` as 18 * 9
+_ASIDE = re.compile(r"(?<=\d)[ \t]*\([^()\n]*[A-Za-z][^()\n]*\)")
 _MIXED = re.compile(r"(?<![\d.,/])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d/]|\.\d)")
 _BANG = re.compile(r"(?<=\d)\s*!(?!=)")
-_POWER = r"\s*(?:\^|\*\*)\s*(?:\{\s*([-+]?\d{1,3})\s*\}|\(\s*([-+]?\d{1,3})\s*\)|([-+]?\d{1,3}))(?![\d^]|\.\d|\s*(?:\^|\*\*))"
+# `^3`, `**3`, `^{3}`, `^(3)`; not the first step of a tower (`10^3^2`)
+_POWER = (r"\s*(?:\^|\*\*)\s*(?:\{\s*([-+]?\d{1,3})\s*\}|\(\s*([-+]?\d{1,3})\s*\)|([-+]?\d{1,3}))"
+          r"(?![\d^]|\.\d|\s*(?:\^|\*\*))")
 _SCIENTIFIC = re.compile(r"(?<![\w.^])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|\*|x)\s*10" + _POWER)
 _TEN_POWER = re.compile(r"(?<![\w.^*×])10" + _POWER)
 _E_NOTATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([-+]?\d{1,3})(?!\w|\.\d)")
@@ -82,7 +87,7 @@ def clean(text: str) -> str:
         text = _UNDERLINE.sub(r"\2", _EMPHASIS.sub(r"\2", text))
     text = _LATEX_BOLD.sub(r"\1", text)
     text = _QUOTED.sub(r"\1", text)
-    text = _PARENTHESISED.sub(r" \1", text)
+    text = _PARENTHESISED.sub(r" \1", _ASIDE.sub("", text))
     text = _BANG.sub("", text)
     text = _SCIENTIFIC.sub(_scientific, text)
     text = _TEN_POWER.sub(_scientific, text)
