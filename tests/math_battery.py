@@ -2,12 +2,12 @@
 prints the agreement figures docs/math-judge.md reports.
 
 1. `battery()`: model-style replies, each (style, reply, gold, question, truth). The truth is the hand
-   label: whether the number the reply finally states is the gold. Built from a fixed seed in 40
+   label: whether the number the reply finally states is the gold. Built from a fixed seed in 45
    styles: the 15 of issue 27 (Finish[...], "the answer is", \\boxed{}, LaTeX fractions, currency,
-   working-out before the total, ...) and 25 of issue 36 (markdown bold, `1500!`, powers of ten and
+   working-out before the total, ...), 20 of issue 36 (markdown bold, `1500!`, powers of ten and
    scientific notation, backticks, quotes, <answer> tags, the Unicode minus, `(-3)`, mixed numbers,
-   self-corrections, restatements of the question, which are never an answer), plus `EDGE_CASES`
-   written by hand.
+   self-corrections), six restatements of an arithmetic question (never an answer) and four
+   evaluations of it, plus `EDGE_CASES` written by hand.
 2. `gsm8k_references()`: GSM8K's 1,319 test solutions as the dataset writes them, in three endings
    (`#### N`, `The answer is **N**.`, `\\boxed{N}`): each should be credited.
 3. `echoes()`: every `arithmetic` and `arithmetic20` task (1,000) restated unevaluated in six ways:

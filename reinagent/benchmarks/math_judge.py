@@ -118,15 +118,14 @@ def read_answer(reply: str | None, question: str | None = None) -> tuple[str | N
     With `question`, a restatement of it is not an answer (see the module docstring)."""
     if not reply:
         return None, ()
-    text = clean(reply)
-    inside = finish_text(text)
+    inside = finish_text(reply)
     if inside is None:
-        inside = _tagged(text)
+        inside = _tagged(reply)
     if inside is not None:
-        parsed, refused = _read(inside, question)
+        parsed, refused = _read(clean(inside[-MAX_CHARS:]), question)
         # a submitted expression is recorded as submitted, and judged wrong
-        written = finish_text(reply) or _tagged(reply) or inside
-        return (written, parsed) if parsed or refused else (None, ())
+        return (inside, parsed) if parsed or refused else (None, ())
+    text = clean(reply[-MAX_CHARS:])
     hashed = _HASHES.findall(text)
     for place in (hashed[-1] if hashed else None, correction(text), text):
         parsed = _read(place, question)[0] if place is not None else ()
