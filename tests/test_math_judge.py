@@ -220,3 +220,20 @@ def test_check_answers_bad_input_is_one_line_exit_2(tmp_path, benchmark, content
     proc = run_cli("check-answers", "--benchmark", benchmark, "--answers", str(path))
     one_line_error(proc, *needles)
     assert proc.returncode == 2 and proc.stdout == ""
+
+
+def test_rl_demo_baseline_rejudged_from_its_kept_replies():
+    # docs/math-judge.md and docs/rl.md: the base model's 300 greedy replies (kept), judged by this
+    # judge, solve exactly the 49 tasks the demo recorded under the previous judge (16.3%)
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    rows = [json.loads(line) for line in (ROOT / "docs/rl_demo/base_replies.jsonl").read_text().splitlines()]
+    recorded = json.loads((ROOT / "docs/rl_demo/base.json").read_text(encoding="utf-8"))
+    solved = {r["task_id"] for r in rows if judge(r["reply"], r["gold"], question=r["question"]).success}
+    assert len(rows) == 300 and solved == set(recorded["solved"]) and len(solved) == 49
+    proc = subprocess.run([sys.executable, "scripts/rl_eval_replies.py", "--rejudge", "docs/rl_demo/base_replies.jsonl"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "success: 49/300 (16.3%)", proc.stderr
