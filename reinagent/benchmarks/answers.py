@@ -3,12 +3,13 @@
     reinagent check-answers --benchmark gsm8k --answers answers.jsonl
 
 Each line is `{"task_id": ..., "answer": ...}` with task ids as records write them (`test/0` for
-GSM8K, `test/3+4` for arithmetic, `dev-0000` for HotpotQA); the answer is a whole reply or just the
-answer. stdout gets one JSON line per input line, in order: `task_id`, `success` and `answer` (the
-answer the judge read: `Finish[...]`'s text when there is one; for math, math-verify's pick
-otherwise), plus the benchmark's other figures (HotpotQA: `f1`, `em_lenient`). The judge is the one
-runs use (reinagent/benchmarks/math_judge.py; HotpotQA's official EM), so a researcher can re-score
-any outputs, as `check-solutions` does for programs.
+GSM8K, `test/3+4` for arithmetic and arithmetic20, `dev-0000` for HotpotQA); the answer is a whole
+reply or just the answer. stdout gets one JSON line per input line, in order: `task_id`, `success`
+and `answer` (the answer the judge read: `Finish[...]`'s text when there is one; for math,
+math-verify's pick otherwise; a restatement of the task's question is never an answer), plus the
+benchmark's other figures (HotpotQA: `f1`, `em_lenient`). The judge is the one runs use
+(reinagent/benchmarks/math_judge.py; HotpotQA's official EM), so a researcher can re-score any
+outputs, as `check-solutions` does for programs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import click
 
 from reinagent.errors import ConfigError, ReinagentError, choices
 
-BENCHMARKS = ("gsm8k", "arithmetic", "hotpotqa")
+# every benchmark whose answer is text (programs go to check-solutions, ALFWorld games have no answer)
+BENCHMARKS = ("gsm8k", "arithmetic", "arithmetic20", "hotpotqa")
+PROGRAMS = ("humaneval", "mbpp")
 
 
 def _tasks(benchmark: str) -> dict[str, Any]:
@@ -78,7 +81,7 @@ def score(benchmark: str, task, answer: str | None) -> dict[str, Any]:
                 "f1": round(f1_score(given, task.answer), 4), "em_lenient": lenient_match(given, task.answer)}
     from reinagent.benchmarks.math_judge import judge
 
-    verdict = judge(answer, task.answer)
+    verdict = judge(answer, task.answer, task.question)
     return {"task_id": task.task_id, "success": verdict.success, "answer": verdict.answer}
 
 
@@ -90,7 +93,8 @@ def check_answers(benchmark: str, answers: str) -> None:
     input line on stdout."""
     benchmark = benchmark.strip().lower()
     if benchmark not in BENCHMARKS:
-        raise ConfigError(f"unknown benchmark {benchmark!r} for check-answers; valid: {choices(BENCHMARKS)}")
+        hint = "; programs are judged by `reinagent check-solutions`" if benchmark in PROGRAMS else ""
+        raise ConfigError(f"unknown benchmark {benchmark!r} for check-answers; valid: {choices(BENCHMARKS)}{hint}")
     known = _tasks(benchmark)
     rows = read_answers(Path(answers), known, benchmark)
     solved = 0

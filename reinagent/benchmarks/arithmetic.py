@@ -115,7 +115,7 @@ class Arithmetic(Benchmark):
         return ArithmeticAgent(config)
 
     async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
-        verdict = judge(trajectory.answer, task.answer)
+        verdict = judge(trajectory.answer, task.answer, task.question)
         return Evaluation(success=verdict.success, reward=float(verdict.success),
                           detail={"gold": task.answer, "predicted": verdict.value})
 

@@ -4,7 +4,8 @@ The environment is single-step: the agent's reply is its answer, judged against 
 `#### ` in the dataset's solution by HuggingFace's math-verify (reinagent/benchmarks/math_judge.py):
 the text inside the last `Finish[...]` when the reply has one (ours: math-verify does not know it),
 otherwise the whole reply, where math-verify picks the answer (`\\boxed{}`, "the answer is", the
-last expression) and compares values ("18", "$18.00", "1,234" vs "1234", "\\frac{36}{2}").
+last expression) and compares values ("18", "$18.00", "1,234" vs "1234", "\\frac{36}{2}"). The judge
+knows the question: restating it is never an answer.
 
 A reply with no answer gets an "Invalid answer" observation (the step budget then ends the
 episode unanswered, which is wrong); nothing a model writes raises.
@@ -59,14 +60,15 @@ def parse_number(text: str | None) -> Fraction | None:
     return -value if sign else value
 
 
-def extract_answer(reply: str | None) -> str | None:
+def extract_answer(reply: str | None, question: str | None = None) -> str | None:
     """The answer a reply gives, as written (Finish's text, else math-verify's pick), or None."""
-    return read_answer(reply)[0]
+    return read_answer(reply, question)[0]
 
 
-def answers_match(prediction: str | None, gold: str) -> bool:
-    """Whether a reply (or a recorded answer) answers `gold`, by math-verify; no answer never does."""
-    return judge(prediction, gold).success
+def answers_match(prediction: str | None, gold: str, question: str | None = None) -> bool:
+    """Whether a reply (or a recorded answer) answers `gold`, by math-verify; no answer never does,
+    nor a restatement of `question`."""
+    return judge(prediction, gold, question).success
 
 
 # --- the environment -----------------------------------------------------------------------------
@@ -85,7 +87,7 @@ class MathEnv(Env):
     def step(self, action: str) -> StepResult:
         self.refuse_if_ended()  # one answer per episode, also after the budget ran out
         self.steps += 1
-        verdict = judge(action, self.task.answer)
+        verdict = judge(action, self.task.answer, self.task.question)
         if verdict.answer is None:
             return self.ending((NO_NUMBER, 0.0, False, self.steps >= self.max_steps, {"answer": None}))
         self.answer = verdict.answer
@@ -134,7 +136,7 @@ class GSM8K(Benchmark):
         return MathCotAgent(config)
 
     async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
-        verdict = judge(trajectory.answer, task.answer)
+        verdict = judge(trajectory.answer, task.answer, task.question)
         return Evaluation(success=verdict.success, reward=float(verdict.success),
                           detail={"gold": task.answer, "predicted": verdict.value})
 

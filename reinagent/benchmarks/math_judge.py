@@ -1,14 +1,22 @@
 """The math judge of GSM8K and arithmetic: HuggingFace's math-verify compares a reply with the gold.
 
-Only `Finish[...]` is ours (math-verify does not know it): when a reply has one, the text inside the
-last one is what is judged; otherwise the whole reply is, and math-verify decides which expression
-is the answer (`\\boxed{}`, "the answer is", `$...$`, the last expression, LaTeX fractions). The
-answer must be a stated number: math-verify evaluates an unfinished expression (`12 - 16 =` reads as
--4), so a reply that only restates an arithmetic question would earn the reward; when its pick is an
-operation between numbers (`12 - 16`, `5 * 3`, `2^3`), the reply's last number is the answer instead
-(as lm-evaluation-harness's GSM8K "flexible-extract" reads it). The
-measured agreement with answers known by construction is in docs/math-judge.md
-(tests/test_math_judge.py builds the battery).
+What is read, in order:
+1. the reply is cleaned (reinagent/benchmarks/math_text.py): markdown bold, backticks, quotes,
+   the Unicode minus, `(-3)`, mixed numbers, scientific notation and `1500!` become plain numbers;
+2. the answer's place: the text inside the last `Finish[...]` (ours: math-verify does not know it),
+   else inside the last `<answer>...</answer>`, else GSM8K's `#### N` line, else the last
+   self-correction that states a number (`The answer is 17. Wait, actually 18` is 18), else the
+   whole reply;
+3. a restatement of the question (its words, or its operation left unevaluated: `0 + 3`,
+   `What is 0 + 3?`) is removed when the question is known; math-verify then picks the answer
+   (`\\boxed{}`, "the answer is", the last expression) and compares values with the gold;
+4. the answer must be a stated number: an operation left for the reader (`12 - 16`, `2^3`), or a
+   number that is the last operand of one (`What is 0 + 3?` without the question), is no answer.
+   math-verify alone would evaluate the first and read the second as 3, so echoing an arithmetic
+   question would earn the reward. Fractions, percentages, signs and powers of ten are numbers.
+
+The agreement with hand labels and with math-verify alone is in docs/math-judge.md
+(`python -m tests.math_battery` prints it; tests/test_math_judge.py asserts it).
 
 math-verify bounds its own work with `signal.alarm`, which works only on the main thread and would
 cancel pytest-timeout's alarm; we turn it off and bound the work ourselves instead: a reply with an
@@ -24,15 +32,21 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from reinagent.benchmarks.math_text import clean, correction, without_restatements
+
 _FINISH = re.compile(r"finish\s*\[(?P<arg>[^\]]*)\]", re.I)
-# what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, 12345!
-_RUNAWAY = re.compile(
-    r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|\d{4,}\s*!"
-)
+_ANSWER_TAG = re.compile(r"<answer>(?P<arg>.*?)(?:</answer>|$)", re.I | re.S)
+_HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K's own answer line
+# what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, (99999 + 1)! (a `!` right
+# after a number is an exclamation mark: math_text.clean drops it)
+_RUNAWAY = re.compile(r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|[)}]\s*!(?!=)")
 # an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
 _OPERATION = re.compile(r"[\d.)}]\s*(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*[-(\\{]*\s*[\d.(\\{]")
-# a number, its sign only when no digit stands before it ("0-4" has 0 and 4, not -4)
-_LAST_NUMBER = re.compile(r"(?<![\d.])-?\d+(?:\.\d+)?")
+# a number that is the right operand of an operation: `0 + 3`'s 3, unless a result follows it
+_OPERAND = re.compile(r"[\d)]\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|\bplus|\bminus|\btimes)\s*[-(]*\s*$", re.I)
+_RESULT_AFTER = re.compile(r"\s*\)?\s*(?:=|is\b|equals\b)", re.I)
+# ... or the left operand of one: `0-4=`'s 0
+_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|plus\b|minus\b|times\b)\s*[-(]*\s*\d", re.I)
 MAX_CHARS = 20_000  # a reply past this is judged on its last MAX_CHARS characters
 
 
@@ -46,6 +60,11 @@ class Verdict:
 def finish_text(reply: str | None) -> str | None:
     """The text inside the reply's last `Finish[...]`, or None when it has none."""
     found = list(_FINISH.finditer(reply or ""))
+    return found[-1].group("arg").strip() if found else None
+
+
+def _tagged(text: str) -> str | None:
+    found = list(_ANSWER_TAG.finditer(text))
     return found[-1].group("arg").strip() if found else None
 
 
@@ -70,29 +89,58 @@ def _parse(text: str) -> tuple:
         return ()
 
 
-def read_answer(reply: str | None) -> tuple[str | None, tuple]:
-    """(the answer as written, math-verify's parse of it); (None, ()) when the reply gives none."""
+def _unevaluated(text: str, parsed: tuple) -> bool:
+    """Whether math-verify's pick is an operation, or an operand of one, rather than a stated number:
+    `12 - 16`, `2^3`; the 3 of `What is 0 + 3?` (math-verify reads that as 3), the 0 of `0-4=`."""
+    picked = str(parsed[-1])
+    if _OPERATION.search(picked):
+        return True
+    found = list(re.finditer(r"(?<![\d.])" + re.escape(picked) + r"(?!\d|\.\d)", text))
+    if not found or not re.fullmatch(r"-?\d+(?:\.\d+)?", picked):
+        return False
+    where = found[-1]
+    if _OPERATOR_AFTER.match(text, where.end()):
+        return True
+    return bool(_OPERAND.search(text[:where.start()])) and not _RESULT_AFTER.match(text, where.end())
+
+
+def _read(text: str, question: str | None) -> tuple[tuple, bool]:
+    """(math-verify's parse of the answer in `text`, whether a number was refused as unevaluated)."""
+    kept = without_restatements(text, question)
+    parsed = _parse(kept)
+    if parsed and _unevaluated(kept, parsed):
+        return (), True
+    return parsed, not parsed and kept != text and bool(_parse(text))
+
+
+def read_answer(reply: str | None, question: str | None = None) -> tuple[str | None, tuple]:
+    """(the answer as written, math-verify's parse of it); (None, ()) when the reply gives none.
+    With `question`, a restatement of it is not an answer (see the module docstring)."""
     if not reply:
         return None, ()
     inside = finish_text(reply)
-    text = inside if inside is not None else reply
-    parsed = _parse(text)
-    if parsed and _OPERATION.search(str(parsed[-1])):
-        # an expression left for the reader to evaluate is not an answer: its last number is
-        numbers = _LAST_NUMBER.findall(text.replace(",", ""))
-        parsed = _parse(numbers[-1]) if numbers else ()
-    if not parsed:
-        return None, ()
-    written = inside if inside is not None else str(parsed[-1])
-    return written, parsed
+    if inside is None:
+        inside = _tagged(reply)
+    if inside is not None:
+        parsed, refused = _read(clean(inside[-MAX_CHARS:]), question)
+        # a submitted expression is recorded as submitted, and judged wrong
+        return (inside, parsed) if parsed or refused else (None, ())
+    text = clean(reply[-MAX_CHARS:])
+    hashed = _HASHES.findall(text)
+    for place in (hashed[-1] if hashed else None, correction(text), text):
+        parsed = _read(place, question)[0] if place is not None else ()
+        if parsed:
+            return str(parsed[-1]), parsed
+    return None, ()
 
 
-def judge(reply: str | None, gold: str) -> Verdict:
-    """Whether `reply` answers `gold` (the text after GSM8K's `#### `), by math-verify."""
-    answer, parsed = read_answer(reply)
-    if answer is None:
-        return Verdict(False, None, None)
-    want = _parse(gold)
+def judge(reply: str | None, gold: str, question: str | None = None) -> Verdict:
+    """Whether `reply` answers `gold` (the text after GSM8K's `#### `), by math-verify. Pass the
+    task's `question` so that restating it is never credited."""
+    answer, parsed = read_answer(reply, question)
+    if answer is None or not parsed:
+        return Verdict(False, answer, None)
+    want = _parse(clean(gold))
     try:
         same = bool(want) and bool(_math_verify().verify(list(want), list(parsed), timeout_seconds=None))
     except Exception:  # noqa: BLE001 - an expression sympy cannot compare is not a match
