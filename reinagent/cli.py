@@ -84,7 +84,7 @@ def shared_option(flag: str, text: str | None = None):
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
-        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, or remote with --env-url (see `reinagent list`)."),
+        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, arithmetic20, or remote with --env-url (see `reinagent list`)."),
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
         click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
@@ -147,7 +147,7 @@ def run(config_file, quiet, **flags) -> None:
     from reinagent.config import build_config
     from reinagent.runner import start_run
 
-    config = build_config(config_file, **flags)
+    config = build_config(config_file, check_rollout=True, **flags)
     ref = start_run(config, progress=not quiet)
     from reinagent.stores import is_directory
 
@@ -276,9 +276,12 @@ def _finish_in_store(url: str, run_id: str) -> None:
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort as err:  # click's wrapping of Ctrl-C (KeyboardInterrupt)
+        _interrupted(err.__cause__ or err.__context__)
+    except click.UsageError as err:  # one line, as every other bad input (click's own takes four)
+        where = err.ctx.command_path if err.ctx is not None else "reinagent"
+        click.echo(f"error: {err.format_message().rstrip('.')} (see `{where} --help`)", err=True)
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)
@@ -295,9 +298,43 @@ def main() -> None:
         click.echo(f"internal error: {redact(f'{type(err).__name__}: {err}')} "
                    "(set REINAGENT_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted: finished (task, trial)s are saved; continue with `reinagent resume DIR`", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as err:
+        _interrupted(err)
+
+
+def _interrupted(err: BaseException | None) -> None:
+    """Ctrl-C: how many records the run saved and the exact command that continues it; then exit
+    130 without the native libraries' shutdown chatter (OpenVINO's "leaked blocks" lines)."""
+    import shlex
+
+    from reinagent.errors import RunInterrupted
+
+    if isinstance(err, RunInterrupted):
+        from reinagent.redact import redact
+        from reinagent.runner import load_run
+
+        try:
+            saved = f"{len(load_run(err.where, store=err.store)[1])} (task, trial) records are saved"
+        except Exception:  # noqa: BLE001 - the run is on disk either way; say how to continue it
+            saved = "every finished (task, trial) is saved"
+        store = f"--store {shlex.quote(redact(err.store))} " if err.store else ""
+        click.echo(f"interrupted: {saved} in {err.where}; continue with: reinagent resume {store}{shlex.quote(err.where)}",
+                   err=True)
+    else:
+        click.echo("interrupted", err=True)
+    _exit_quietly(130)
+
+
+def _exit_quietly(code: int) -> None:
+    """sys.exit(code) with stderr pointed at /dev/null for what the interpreter's shutdown runs
+    (native destructors write straight to file descriptor 2)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,9 @@ def run(config_file, output_dir, num_tasks, quiet) -> None:
 def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
     """Train the policy on env_name's training split; prints `checkpoint: PATH` (--model local:PATH)."""
     from reinagent.rl.metrics import signal_warning, step_line
+    from reinagent.rl.policy import require_extra
 
+    require_extra("train")  # seconds, not after the first rollouts
     agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks, max_steps=max_steps, overwrite=overwrite)
     agent.on_progress = _rollout_progress
     click.echo(f"training {agent.weights} on {agent.bench.name}; {_threads(agent)}")
@@ -100,8 +102,12 @@ def eval_(config_file, output_dir, num_tasks, split, save_to, baseline) -> None:
     --baseline, `held-out success: B% -> A% on N tasks, McNemar p = P` against that evaluation."""
     from reinagent.rl.compare import compare_lines, load_eval, save_eval
 
+    from reinagent.rl.policy import require_extra
+
     base = load_eval(baseline) if baseline else None  # a bad file fails before minutes of rollouts
     agent = _agent(config_file, output_dir=output_dir)
+    if agent.trainable:
+        require_extra("eval")
     agent.on_progress = _rollout_progress
     result = agent.evaluate(split=split, num_tasks=num_tasks)
     click.echo(result.line())
