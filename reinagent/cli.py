@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from reinagent.errors import ReinagentError
+from reinagent.errors import ReinagentError, RunInterrupted
 
 # verb -> "module:attribute" of a click command, imported only when that verb is used
 LAZY_COMMANDS: dict[str, str] = {
@@ -148,7 +148,10 @@ def run(config_file, quiet, **flags) -> None:
     from reinagent.runner import start_run
 
     config = build_config(config_file, check_rollout=True, **flags)
-    ref = start_run(config, progress=not quiet)
+    try:
+        ref = start_run(config, progress=not quiet)
+    except RunInterrupted as err:  # here, before click prints its blank line for KeyboardInterrupt
+        _interrupted(err)
     from reinagent.stores import is_directory
 
     if ref.store is None or is_directory(ref.store):
@@ -189,8 +192,11 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
-    done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
-                             from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)
+    try:
+        done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
+                                 from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)
+    except RunInterrupted as err:
+        _interrupted(err)
     from reinagent.stores import is_directory
 
     if store is None or is_directory(store):
@@ -306,8 +312,6 @@ def _interrupted(err: BaseException | None) -> None:
     """Ctrl-C: how many records the run saved and the exact command that continues it; then exit
     130 without the native libraries' shutdown chatter (OpenVINO's "leaked blocks" lines)."""
     import shlex
-
-    from reinagent.errors import RunInterrupted
 
     if isinstance(err, RunInterrupted):
         from reinagent.redact import redact

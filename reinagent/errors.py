@@ -49,6 +49,15 @@ class RunInterrupted(KeyboardInterrupt):
         self.where, self.store = where, store
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `rl train`: the step it stopped after and the newest resumable checkpoint's
+    step (0: none yet), so the CLI can say what a rerun of the same command does."""
+
+    def __init__(self, step: int, checkpoint_step: int, steps: int):
+        super().__init__(step)
+        self.step, self.checkpoint_step, self.steps = step, checkpoint_step, steps
+
+
 def choices(names) -> str:
     """'a, b or c' for error messages that name the valid choices."""
     names = [str(n) for n in names]

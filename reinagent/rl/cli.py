@@ -5,6 +5,7 @@ Heavy imports (torch, transformers) happen inside the commands; `reinagent rl --
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
         if warning:
             click.echo(warning, err=True)
 
-    summary = agent.train(on_step=progress)
+    try:
+        summary = agent.train(on_step=progress)
+    except KeyboardInterrupt as err:
+        _train_interrupted(err, agent)
     mode = "async" if summary.async_mode else "sync"
     click.echo(f"trained {summary.steps} {summary.method} steps ({mode}) on {summary.episodes} episodes; "
                f"reward {summary.reward_first:.3f} (step 1) -> {summary.reward_last:.3f} (step {summary.steps}); "
@@ -76,6 +80,30 @@ def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
     click.echo(f"metrics:    {summary.metrics}")
     click.echo(f"rollouts:   {summary.rollouts}  (reinagent report {summary.rollouts})")
     click.echo(f"checkpoint: {summary.checkpoint}")
+
+
+def _train_interrupted(err: KeyboardInterrupt, agent) -> None:
+    """Ctrl-C in `rl train`: what was kept and what the same command does when run again."""
+    import shlex
+
+    from reinagent.cli import _exit_quietly
+    from reinagent.errors import TrainingInterrupted
+    from reinagent.rl.loop import uses_trl
+    from reinagent.rl.trl_grpo import last_checkpoint
+
+    cfg = agent.config
+    again = "reinagent " + shlex.join(sys.argv[1:])  # this very command line, its overrides included
+    if not uses_trl(cfg, cfg.method):
+        click.echo(f"interrupted: trainer {cfg.trainer!r} (or async/sft) cannot resume; {again} with overwrite = true "
+                   "starts again", err=True)
+        _exit_quietly(130)
+    saved = last_checkpoint(Path(cfg.output_dir))[1]
+    where = (f"after step {err.step}, with a checkpoint of that step" if isinstance(err, TrainingInterrupted)
+             and saved == err.step else "")
+    kept = f"continues at step {saved + 1} from trainer/checkpoint-{saved}" if saved else "starts again at step 1 (no checkpoint yet)"
+    click.echo(f"interrupted{' ' + where if where else ''}: `{again}` (the same command, overwrite = false) {kept}",
+               err=True)
+    _exit_quietly(130)
 
 
 def _rollout_progress(done: int, total: int, tokens: int, seconds: float) -> None:

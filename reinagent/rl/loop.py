@@ -21,6 +21,7 @@ import copy
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -190,6 +191,11 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
         check_resume(out, settings)
         resume, resume_step = last_checkpoint(out)
+        # a rerun after Ctrl-C says which step it continues from (it silently began at step 1)
+        print(f"resuming {out} from trainer/checkpoint-{resume_step}: steps 1-{resume_step} are kept, training "
+              f"continues at step {resume_step + 1}" if resume else
+              f"{out} holds a training run stopped before its first checkpoint (every save_steps = "
+              f"{cfg.save_steps} steps): starting again at step 1", file=sys.stderr, flush=True)
     else:
         prepare_output(out, cfg.overwrite)
     if resume_step is not None and resume_step >= steps:
