@@ -148,6 +148,8 @@ def run(config_file, quiet, **flags) -> None:
     from reinagent.runner import start_run
 
     config = build_config(config_file, check_rollout=True, **flags)
+    if quiet:
+        quiet_libraries()
     try:
         ref = start_run(config, progress=not quiet)
     except RunInterrupted as err:  # here, before click prints its blank line for KeyboardInterrupt
@@ -190,6 +192,8 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
             "measures; start a new run with `reinagent run` instead")
     if num_trials is not None and num_trials <= 0:
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
+    if quiet:
+        quiet_libraries()
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
     try:
@@ -222,6 +226,18 @@ def list_() -> None:
     click.echo("model backends:")
     for name, about in BACKENDS.items():
         click.echo(f"  {name:<18} {about}")
+
+
+def quiet_libraries() -> None:
+    """--quiet: no progress bars or deprecation notes of the libraries a model loads with either
+    (transformers' "Loading weights" bar, its FutureWarnings), only our own lines."""
+    import warnings
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub is imported
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    if "transformers" in sys.modules:  # already imported: tell it directly
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def _splits(benchmark: str) -> str:

@@ -41,8 +41,10 @@ def rl() -> None:
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def run(config_file, output_dir, num_tasks, quiet) -> None:
     """Run episodes of env_name into a new run directory (`reinagent report` reads it)."""
-    from reinagent.cli import _finish
+    from reinagent.cli import _finish, quiet_libraries
 
+    if quiet:
+        quiet_libraries()
     agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks)
     cfg = agent.config
     run_dir = Path(cfg.output_dir) / f"{agent.bench.name}-{cfg.rollout}-{time.strftime('%Y%m%d-%H%M%S')}"
