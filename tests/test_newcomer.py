@@ -70,7 +70,7 @@ def test_readme_says_how_to_get_the_extras_and_reinagent_on_the_path():
     assert "source .venv/bin/activate" in setup, "the tour's bare `reinagent` is not on PATH after set-up"
     assert "pip install -e '.[rl]'" in readme and "scripts/rl_demo.sh" in readme
     assert re.search(r"\d+(\.\d+)? GB", setup), "no disk footprint before the tour"
-    assert re.search(r"fresh machine[^.]*\d+ min", setup), "no fresh-machine time before the tour"
+    assert re.search(r"fresh machine\W[^\n]*\d+ min", setup), "no fresh-machine time before the tour"
 
 
 # --- 9. the shipped example works with every subcommand the docs run it with ----------------------
