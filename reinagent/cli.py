@@ -192,10 +192,10 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
             "measures; start a new run with `reinagent run` instead")
     if num_trials is not None and num_trials <= 0:
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
-    if quiet:
-        quiet_libraries()
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
+    if quiet:
+        quiet_libraries()
     try:
         done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
                                  from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)

@@ -96,8 +96,8 @@ def _train_interrupted(err: KeyboardInterrupt, agent) -> None:
     cfg = agent.config
     again = "reinagent " + shlex.join(sys.argv[1:])  # this very command line, its overrides included
     if not uses_trl(cfg, cfg.method):
-        click.echo(f"interrupted: trainer {cfg.trainer!r} (or async/sft) cannot resume; {again} with overwrite = true "
-                   "starts again", err=True)
+        click.echo(f"interrupted: only trainer = \"trl\" (GRPO, not async_mode) resumes; `{again}` with "
+                   "overwrite = true starts again", err=True)
         _exit_quietly(130)
     saved = last_checkpoint(Path(cfg.output_dir))[1]
     where = (f"after step {err.step}, with a checkpoint of that step" if isinstance(err, TrainingInterrupted)
@@ -131,7 +131,6 @@ def eval_(config_file, output_dir, num_tasks, split, save_to, baseline) -> None:
     """The policy's held-out success rate with its 95% interval (token rollouts, greedy); with
     --baseline, `held-out success: B% -> A% on N tasks, McNemar p = P` against that evaluation."""
     from reinagent.rl.compare import compare_lines, load_eval, save_eval
-
     from reinagent.rl.policy import require_extra
 
     base = load_eval(baseline) if baseline else None  # a bad file fails before minutes of rollouts
