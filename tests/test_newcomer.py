@@ -102,6 +102,12 @@ def test_the_example_rl_toml_runs_and_evaluates(tmp_path):
 
 # --- 10. Ctrl-C: the saved count, the exact command, no native noise -----------------------------
 
+def _sigint_as_from_a_terminal() -> None:
+    # a suite started in the background by a shell without job control inherits SIGINT ignored,
+    # and exec keeps that: start the command as a terminal would (as tests/test_alfworld.py does)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Lines:
     """A subprocess's stderr, read line by line on a thread, so a test can wait for a line."""
 
@@ -132,7 +138,7 @@ def test_ctrl_c_names_the_saved_records_and_the_resume_command(tmp_path):
     proc = subprocess.Popen([*CLI, "run", "--num-envs", "3", "--num-trials", "1", "--model", "local",
                              "--agent", "cot-context", "--run-dir", str(run_dir), "--quiet", "--cache-dir",
                              str(tmp_path / "cache")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_sigint_as_from_a_terminal)
     records = run_dir / "records.jsonl"
     end = time.monotonic() + DEADLINE_S
     while not (records.exists() and records.read_text(encoding="utf-8").strip()):
@@ -158,7 +164,8 @@ def test_rl_train_ctrl_c_saves_a_checkpoint_and_the_same_command_resumes(tmp_pat
     """A rerun of `rl train` after Ctrl-C began again at step 1 without a word."""
     out = tmp_path / "train"
     args = ["rl", "train", "--config", str(EXAMPLE), "--output-dir", str(out), "--max-steps", "2", "--num-tasks", "4"]
-    proc = subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([*CLI, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_as_from_a_terminal)
     lines = Lines(proc)
     lines.wait_for("  rollouts: ", proc)  # inside step 1
     proc.send_signal(signal.SIGINT)
