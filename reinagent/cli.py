@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from reinagent.errors import ReinagentError
+from reinagent.errors import ReinagentError, RunInterrupted
 
 # verb -> "module:attribute" of a click command, imported only when that verb is used
 LAZY_COMMANDS: dict[str, str] = {
@@ -101,7 +101,7 @@ MEMORY_SIZE = _MemorySize()
 def run_options(fn):
     options = [
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
-        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, or remote with --env-url (see `reinagent list`)."),
+        click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, arithmetic20, or remote with --env-url (see `reinagent list`)."),
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
         click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
@@ -174,8 +174,13 @@ def run(config_file, quiet, **flags) -> None:
     from reinagent.config import build_config
     from reinagent.runner import start_run
 
-    config = build_config(config_file, **flags)
-    ref = start_run(config, progress=not quiet)
+    config = build_config(config_file, check_rollout=True, **flags)
+    if quiet:
+        quiet_libraries()
+    try:
+        ref = start_run(config, progress=not quiet)
+    except RunInterrupted as err:  # here, before click prints its blank line for KeyboardInterrupt
+        _interrupted(err)
     from reinagent.stores import is_directory
 
     if ref.store is None or is_directory(ref.store):
@@ -216,8 +221,13 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
         raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
     if from_trial is not None and from_trial <= 0:
         raise ReinagentError(f"--from-trial must be a positive whole number, got {from_trial}")
-    done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
-                             from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)
+    if quiet:
+        quiet_libraries()
+    try:
+        done = resume_experiment(run_dir, retry_errors=retry_errors, num_trials=num_trials,
+                                 from_trial=from_trial, progress=not quiet, overrides=overrides, store=store)
+    except RunInterrupted as err:
+        _interrupted(err)
     from reinagent.stores import is_directory
 
     if store is None or is_directory(store):
@@ -243,6 +253,18 @@ def list_() -> None:
     click.echo("model backends:")
     for name, about in BACKENDS.items():
         click.echo(f"  {name:<18} {about}")
+
+
+def quiet_libraries() -> None:
+    """--quiet: no progress bars or deprecation notes of the libraries a model loads with either
+    (transformers' "Loading weights" bar, its FutureWarnings), only our own lines."""
+    import warnings
+
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub is imported
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    if "transformers" in sys.modules:  # already imported: tell it directly
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def _splits(benchmark: str) -> str:
@@ -303,9 +325,12 @@ def _finish_in_store(url: str, run_id: str) -> None:
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort as err:  # click's wrapping of Ctrl-C (KeyboardInterrupt)
+        _interrupted(err.__cause__ or err.__context__)
+    except click.UsageError as err:  # one line, as every other bad input (click's own takes four)
+        where = err.ctx.command_path if err.ctx is not None else "reinagent"
+        click.echo(f"error: {err.format_message().rstrip('.')} (see `{where} --help`)", err=True)
+        sys.exit(err.exit_code)
     except click.ClickException as err:
         err.show()
         sys.exit(err.exit_code)
@@ -322,9 +347,41 @@ def main() -> None:
         click.echo(f"internal error: {redact(f'{type(err).__name__}: {err}')} "
                    "(set REINAGENT_DEBUG=1 for the traceback)", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("interrupted: finished (task, trial)s are saved; continue with `reinagent resume DIR`", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as err:
+        _interrupted(err)
+
+
+def _interrupted(err: BaseException | None) -> None:
+    """Ctrl-C: how many records the run saved and the exact command that continues it; then exit
+    130 without the native libraries' shutdown chatter (OpenVINO's "leaked blocks" lines)."""
+    import shlex
+
+    if isinstance(err, RunInterrupted):
+        from reinagent.redact import redact
+        from reinagent.runner import load_run
+
+        try:
+            saved = f"{len(load_run(err.where, store=err.store)[1])} (task, trial) records are saved"
+        except Exception:  # noqa: BLE001 - the run is on disk either way; say how to continue it
+            saved = "every finished (task, trial) is saved"
+        store = f"--store {shlex.quote(redact(err.store))} " if err.store else ""
+        click.echo(f"interrupted: {saved} in {err.where}; continue with: reinagent resume {store}{shlex.quote(err.where)}",
+                   err=True)
+    else:
+        click.echo("interrupted", err=True)
+    _exit_quietly(130)
+
+
+def _exit_quietly(code: int) -> None:
+    """sys.exit(code) with stderr pointed at /dev/null for what the interpreter's shutdown runs
+    (native destructors write straight to file descriptor 2)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,26 @@ class SandboxError(InfrastructureError):
     """The sandbox could not run a program at all (it could not start), so there is no verdict."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run whose store exists: which run it was, so the CLI can say how many
+    records are saved and the exact command that continues it. `store` is None for a run
+    directory (`where` is the directory), else a database URL without its password (`where` is
+    the run id)."""
+
+    def __init__(self, where: str, store: str | None = None):
+        super().__init__(where)
+        self.where, self.store = where, store
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `rl train`: the step it stopped after and the newest resumable checkpoint's
+    step (0: none yet), so the CLI can say what a rerun of the same command does."""
+
+    def __init__(self, step: int, checkpoint_step: int, steps: int):
+        super().__init__(step)
+        self.step, self.checkpoint_step, self.steps = step, checkpoint_step, steps
+
+
 def choices(names) -> str:
     """'a, b or c' for error messages that name the valid choices."""
     names = [str(n) for n in names]
@@ -46,14 +66,17 @@ def choices(names) -> str:
     return ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def env_count(name: str, default: int) -> int:
-    """A positive whole number from the environment variable `name` (`default` when unset), or a
-    ConfigError naming the variable: a typo in a tuning knob is one line, not a traceback."""
+def env_count(name: str, default: int, most: int = 100_000) -> int:
+    """A positive whole number from the environment variable `name` (`default` when unset), at most
+    `most`, or a ConfigError naming the variable: a typo in a tuning knob is one line, not a
+    traceback, and 0 is refused rather than quietly read as 1."""
     import os
 
     raw = os.environ.get(name)
     if not raw:
         return default
-    if not raw.strip().isdigit():
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}")
-    return max(1, int(raw))
+    text = raw.strip()
+    # isdigit() alone passes "²" (int() then fails); 10 digits bound int()'s work
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or not 1 <= int(text) <= most:
+        raise ConfigError(f"{name} must be a whole number from 1 to {most}, got {raw!r}")
+    return int(text)

@@ -66,8 +66,10 @@ class ResumePlan:
 def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | None,
                 from_trial: int | None, retry_errors: bool, overrides: dict[str, Any] | None = None) -> ResumePlan:
     """Check the flags against the run; a ConfigError (one line) when they do not fit it."""
-    from reinagent.config import RunConfig
+    from reinagent.config import MAX_TRIALS, RunConfig
 
+    if num_trials is not None and num_trials > MAX_TRIALS:  # before any loop over the trials
+        raise ConfigError(f"--num-trials must be at most {MAX_TRIALS}, got {num_trials}")
     settings = check_overrides(spec, overrides or {})
     dropped_key = _drop_key_on_new_server(spec, settings, overrides or {})
     same_server: dict[str, str] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
-from reinagent.errors import ConfigError, RunDirError
+from reinagent.errors import ConfigError, RunDirError, RunInterrupted
 from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
     Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
     preflight, preflight_settings, prepare, resolve, rollout_settings, select_tasks,
@@ -51,13 +51,21 @@ async def _bounded(closing, timeout_s: float = 30.0) -> None:
               file=sys.stderr, flush=True)
 
 
-def _start(config, bench, tasks, store: RunStore, models, records, progress: bool) -> Path:
+def _start(config, bench, tasks, store: RunStore, models, records, progress: bool, *,
+           where: tuple[str, str | None]) -> Path:
+    """Run the trials; `where` names the run for `reinagent resume` (its directory, or its id and
+    database URL) should Ctrl-C stop it."""
     try:
         exp = make_experiment(config, bench, tasks, store, models)
     except BaseException:
         store.close()  # never leave the run locked by a half-built experiment
         raise
-    return run_sync(_execute(exp, records, progress))
+    try:
+        return run_sync(_execute(exp, records, progress))
+    except KeyboardInterrupt as err:  # Ctrl-C: every finished (task, trial) is durable; say where
+        if isinstance(err, RunInterrupted):
+            raise
+        raise RunInterrupted(*where) from err
 
 
 def run_sync(coro):
@@ -119,7 +127,7 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     store = RunStore.create(run_dir, spec)
     print(f"run directory: {run_dir}\nrun id: {run_dir.name}", file=sys.stderr, flush=True)
     try:
-        _start(config, bench, tasks, store, models, [], progress)
+        _start(config, bench, tasks, store, models, [], progress, where=(str(run_dir), None))
     except ConfigError:  # it never started (a model that failed to load, a cluster not joined)
         if store.discard_unstarted(made_dir):
             print(f"removed {run_dir}: the run never started", file=sys.stderr, flush=True)
@@ -140,7 +148,7 @@ def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], p
         models = build_models(config, cache_key_of(spec))
         writer = db.create_run(run_id, spec, log_dir)
         print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
-        _start(config, bench, tasks, writer, models, [], progress)
+        _start(config, bench, tasks, writer, models, [], progress, where=(run_id, db.url))
     finally:
         db.close()
     return RunRef(db.url, run_id, log_dir)
@@ -194,7 +202,8 @@ def resume_experiment(
             writer.supersede(sorted(plan.stale), plan.reason)
             records = [r for r in records if (r.task_id, r.trial) not in plan.stale]
         print(f"resuming {run_dir}: {len(records)} finished (task, trial) records", file=sys.stderr)
-        _start(config, bench, tasks, writer, models, records, progress)
+        _start(config, bench, tasks, writer, models, records, progress,
+               where=(str(run_dir), store) if db is not None else (str(log_dir), None))
     except BaseException:
         writer.close()  # never leave the run locked (closing twice is harmless)
         raise

@@ -165,7 +165,11 @@ class RunStore:
     def create(cls, run_dir: Path, spec: RunSpec) -> "RunStore":
         run_dir = Path(run_dir)
         check_new_run_dir(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # /proc/x, a read-only disk, no permission: one line, not a traceback
+            raise RunDirError(f"cannot create run directory {run_dir}: {err.strerror or err}; "
+                              "pass a --run-dir in a folder you can write") from None
         store = cls(run_dir)
         store.lock.acquire()
         try:

@@ -13,6 +13,18 @@ STEPS=${2:-40}
 LR=${3:-1e-5}
 GROUP=${4:-8}
 RL="${REINAGENT:-.venv/bin/reinagent} rl"
+# Training needs the `rl` extra (trl, datasets, ...), which ./run_reinagent.sh does not install:
+# say so in a second, not after the 2-minute evaluation of the base model.
+"${PYTHON:-.venv/bin/python}" - <<'PY'
+import sys
+from reinagent.errors import ConfigError
+from reinagent.rl.policy import require_extra
+try:
+    require_extra("train")
+except ConfigError as err:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(2)
+PY
 mkdir -p "$WORK"
 OUT="$WORK/rl_demo_output.txt"
 cat > "$WORK/rl.toml" <<TOML

@@ -62,20 +62,22 @@ def test_runs_lists_each_run(runs_root):
     assert proc.returncode == 0, proc.stderr
     header, *rows = proc.stdout.splitlines()
     assert header.split() == ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials",
-                              "solved", "errors", "started"]
+                              "records", "solved", "errors", "started"]
     by_name = {row.split()[0]: row.split() for row in rows}
     assert set(by_name) == {"killed", "none", "reflexion"}
     assert by_name["reflexion"][1:5] == ["hotpotqa", "cot-context", "reflexion", "react"]
-    assert by_name["reflexion"][6:10] == ["finished", "3/3", "1/2", "0"]
-    assert by_name["none"][6:10] == ["finished", "2/2", "0/2", "0"]
-    assert by_name["killed"][6:10] == ["incomplete", "2/3", "0/2", "0"]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d", by_name["none"][10])
+    # records done of expected: a task solved at trial 2 needs 2 records, an unsolved one 3
+    assert by_name["reflexion"][6:11] == ["finished", "3/3", "5/5", "1/2", "0"]
+    assert by_name["none"][6:11] == ["finished", "2/2", "4/4", "0/2", "0"]
+    assert by_name["killed"][6:11] == ["incomplete", "2/3", "3/6", "0/2", "0"]  # not "trials 3/3 done"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", by_name["none"][11])
 
     data = json.loads(run_cli("runs", str(runs_root), "--json").stdout)
     killed = next(r for r in data if r["run_id"] == "killed")
     # trial 2 began with both tasks unsolved and one of its episodes is recorded
     assert killed["current_trial"] == {"trial": 2, "attempted": 1, "expected": 2}
-    assert killed["records"] == 3 and killed["num_trials"] == 3 and killed["split"] == "hard100"
+    assert killed["records"] == 3 and killed["records_expected"] == 6
+    assert killed["num_trials"] == 3 and killed["split"] == "hard100"
 
 
 def test_runs_finds_nested_runs_and_reads_committed_ones():

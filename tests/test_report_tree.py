@@ -141,14 +141,14 @@ def test_per_rollout_table_numbers(tmp_path):
         "nodes_expanded": 10, "calls": 6, "tokens": 660, "solved_tasks": 1,
         "nodes_per_episode": 5.0, "calls_per_solved": 6.0, "tokens_per_solved": 660.0}
     header, rows = rollout_table(summaries)
-    assert header[0] == "rollout" and [r[0] for r in rows] == ["mcts", "react"]
+    assert header[0] == "rollout" and [r[0] for r in rows] == ["mcts", "one pass"]  # a cot-context run: not "react"
     # mcts: 2 runs, 1 of 3 tasks, the judge ran 5+2 times in the 2 episodes that say (m2's record is
     # older: unknown), 3 episodes, 6+4+2 = 12 nodes, 7 calls x 110 tokens, per solved task
     assert header[3] == "benchmark judge runs (per episode)"
     assert rows[0] == ["mcts", "2", "1/3 33.3% [6.1, 79.2]", "7 (3.5)", "3", "12 (4.0)", "7.0", "770"]
     # react: actor 10 x 110 + reflector 5 x 70 tokens over 3 solved tasks; nodes are steps
     # react records from before the count was kept: a react episode has always judged once
-    assert rows[1] == ["react", "1", "3/5 60.0% [23.1, 88.2]", "10 (1.0)", "10", "10 (1.0)", "5.0", "483"]
+    assert rows[1] == ["one pass", "1", "3/5 60.0% [23.1, 88.2]", "10 (1.0)", "10", "10 (1.0)", "5.0", "483"]
     md = report_markdown(summaries)
     assert "## By rollout" in md and "| mcts | 2 | 1/3 33.3% [6.1, 79.2] | 7 (3.5) | 3 | 12 (4.0) | 7.0 | 770 |" in md
     assert md.count("### Rollout") == 3

@@ -219,7 +219,8 @@ def test_live_progress_of_a_running_run(tmp_path):
             page = viewer.get("/").text
             assert '<span class="status running"' in page and "trial 1/1 · 1/2" in page
             listed = subprocess.run([*CLI, "runs", str(root)], cwd=ROOT, capture_output=True, text=True, timeout=120)
-            assert re.search(r"^live\s.*\brunning\s+1/1\s+0/2\s+0\b", listed.stdout, re.M), listed.stdout
+            # trial 1 of 1 begun, 1 of its 2 records done, 0 of 2 tasks solved, 0 errors
+            assert re.search(r"^live\s.*\brunning\s+1/1\s+1/2\s+0/2\s+0\b", listed.stdout, re.M), listed.stdout
         finally:
             gate.set()
             try:

@@ -113,6 +113,8 @@ class RunInfo:
     last_update: float  # mtime of records.jsonl (or spec.json before the first record)
     rollout: str = "react"  # how an episode explored: react, tot, mcts, multi-turn
     current_trial: dict[str, int] = field(default_factory=dict)  # trial, attempted, expected
+    # records the run holds when done, as far as known: a task solved at trial s stops there
+    records_expected: int = 0
     summary: dict[str, Any] = field(default_factory=dict, repr=False)
     evaluator: str | None = None  # programming: internal (pass@1) or hidden (an oracle's pass@N)
 
@@ -128,7 +130,7 @@ class RunInfo:
     def to_json(self) -> dict[str, Any]:
         keys = ("run_id", "benchmark", "agent", "strategy", "rollout", "model", "split", "status", "num_tasks",
                 "num_trials", "trials_started", "solved", "errors", "records", "created_at",
-                "last_update", "current_trial", "started", "evaluator", "judged")
+                "last_update", "current_trial", "started", "evaluator", "judged", "records_expected")
         return {k: getattr(self, k) for k in keys} | {"run_dir": str(self.run_dir)}
 
 
@@ -174,7 +176,19 @@ def run_info(run_dir: Path, root: Path | None = None, cache: RunCache | None = N
         records=s["num_records"], created_at=s.get("created_at") or 0.0, last_update=stamp,
         rollout=str(s.get("rollout") or "react"), current_trial=_current_trial(loaded, trials_started), summary=s,
         evaluator=s.get("evaluator"),
+        records_expected=_records_expected(loaded, s["num_trials"]),
     )
+
+
+def _records_expected(loaded, num_trials: int) -> int:
+    """One record per (task, trial) up to the trial that ended the task's loop (its Evaluator passed
+    it: the hidden verdict, or the program's own tests under --evaluator internal), else every trial's."""
+    evaluator = recorded_evaluator(loaded.spec.config)
+    solved_at: dict[str, int] = {}
+    for r in loaded.records:
+        if stops_loop(r, evaluator):
+            solved_at[r.task_id] = min(r.trial, solved_at.get(r.task_id, r.trial))
+    return sum(solved_at.get(task_id, num_trials) for task_id in loaded.spec.task_ids)
 
 
 def list_runs(root: str | Path, cache: RunCache | None = None) -> tuple[list[RunInfo], list[str]]:
@@ -213,10 +227,13 @@ def _fingerprint(run_dir: Path) -> tuple:
 
 def runs_table(infos: list[RunInfo]) -> str:
     """The list as aligned text columns for the terminal."""
-    header = ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials", "solved", "errors",
-              "started"]
+    header = ["run", "benchmark", "agent", "strategy", "rollout", "model", "status", "trials", "records", "solved",
+              "errors", "started"]
+    # "trials" is the newest trial begun; "records" what is done of what the run needs (5/5 trials
+    # said nothing of an interrupted run's 11 of 15 records)
     rows = [[i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
-             f"{i.trials_started}/{i.num_trials}", f"{i.solved}/{i.num_tasks}" + (f" ({i.judged})" if i.judged else ""),
+             f"{i.trials_started}/{i.num_trials}", f"{i.records}/{i.records_expected}",
+             f"{i.solved}/{i.num_tasks}" + (f" ({i.judged})" if i.judged else ""),
              str(i.errors), i.started]
             for i in infos]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]

@@ -58,8 +58,10 @@ def resolve_task(run: LoadedRun, key: str) -> str:
     task_ids = list(run.spec.task_ids)
     if key in task_ids:
         return key
-    if key.strip().isdigit():
-        number = int(key)
+    digits = key.strip()
+    if digits.isascii() and digits.isdigit():  # isdigit() alone takes "²", which int() refuses
+        significant = digits.lstrip("0") or "0"
+        number = int(significant) if len(significant) <= 12 else 10 ** 12  # int() refuses 4,300+ digits
         if 1 <= number <= len(task_ids):
             return task_ids[number - 1]
         raise ReinagentError(f"task number {number} is out of range; this run has tasks 1 to {len(task_ids)}")

@@ -38,7 +38,9 @@ EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PRECISIONS = ("fast", "exact")
 DEFAULT_PRECISION = "fast"  # exact needs optimum-intel for its one-off export (see docs/cli.md "Models")
 # What `exact` needs beyond OpenVINO GenAI: optimum-intel exports the IR (it pins transformers<5.6).
-EXPORT_HINT = "pip install 'optimum-intel[openvino]==2.2.0' (it needs transformers<5.6); or use --precision fast"
+# The project's extra pins both optimum-intel and a transformers it accepts (a bare pip line of
+# optimum-intel silently downgraded transformers under the other extras' feet).
+EXPORT_HINT = ".venv/bin/pip install -e '.[exact]' from the reinagent checkout (or pip install 'reinagent[exact]'); or use --precision fast"
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ class OVEngine:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._cancelled = False  # worker thread: requests cancelled since its last step
         self.pipe = None  # the pipeline, once the worker thread loaded it
 
     def kv_cache(self) -> dict[str, float]:
@@ -170,6 +171,9 @@ class OVEngine:
             except queue.Empty:
                 pass
             if None in incoming:
+                for req in active.values():
+                    req.handle.cancel()
+                self._free_cancelled(pipe, bool(active))
                 for req in [r for r in incoming if r is not None] + list(active.values()):
                     _resolve(req, exc=ModelError("model closed while the request ran"))
                 return
@@ -185,6 +189,20 @@ class OVEngine:
                 active.clear()
                 continue
             self._collect(tokenizer, active)
+            if not active:
+                self._free_cancelled(pipe, self._cancelled)
+
+    def _free_cancelled(self, pipe, cancelled: bool) -> None:
+        """One more step after cancelling requests: a cancelled request's KV blocks are freed only
+        by the next step, and without one (the last requests were cancelled, as Ctrl-C does) the
+        pipeline is destroyed holding them and prints "[ERROR] ... leaked blocks" lines."""
+        self._cancelled = False
+        if not cancelled:
+            return
+        try:
+            pipe.step()
+        except Exception:  # noqa: BLE001 - only freeing: nothing waits on this step
+            pass
 
     def _load(self):
         import openvino_genai as og
@@ -236,6 +254,7 @@ class OVEngine:
         for request_id, req in list(active.items()):
             if req.future.cancelled():
                 req.handle.cancel()  # frees its KV blocks at the next step
+                self._cancelled = True
                 del active[request_id]
                 continue
             status = req.handle.get_status()

@@ -97,11 +97,17 @@ def rollout_table(summaries: list[dict[str, Any]]) -> Table:
         tasks = sum(int((s.get("rollout_stats") or {}).get("attempted") or s.get("num_tasks") or 0) for s in runs)
         ratios = _ratios(total["episodes"], total["nodes_expanded"], total["calls"], total["tokens"], solved)
         rows.append([
-            name, str(len(runs)), format_rate(solved, tasks), _judge_runs(total), str(total["episodes"]),
+            shown_rollout(name), str(len(runs)), format_rate(solved, tasks), _judge_runs(total), str(total["episodes"]),
             f"{total['nodes_expanded']} ({_fixed(ratios['nodes_per_episode'], 1)})",
             _fixed(ratios["calls_per_solved"], 1), _fixed(ratios["tokens_per_solved"], 0),
         ])
     return ROLLOUT_HEADER, rows
+
+
+def shown_rollout(name: str) -> str:
+    """The rollout as a report names it: the default `react` rollout is one pass of whatever agent
+    the run has (a cot-context run's report said "react", which it is not)."""
+    return "one pass" if name == DEFAULT_ROLLOUT else name
 
 
 def _judge_runs(total: dict[str, int]) -> str:

@@ -46,10 +46,20 @@ def two_proportion(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float]:
     return z, math.erfc(abs(z) / math.sqrt(2))
 
 
+def unattempted(s: dict[str, Any]) -> int:
+    """Tasks of a partial run that some trial has not reached yet: a test would count them as
+    failures that never happened, so a run with any is not tested (n/a, partial run)."""
+    if s.get("training_steps"):
+        return 0
+    return max((t.get("not_attempted", 0) for t in s.get("trials", [])), default=0)
+
+
 def first_vs_last(s: dict[str, Any]) -> dict[str, Any] | None:
     """Trial 1 against the last trial's cumulative success of one run (paired by task)."""
     solved = s.get("solved_tasks")
     if not solved or s.get("num_trials", 0) < 2 or s.get("training_steps"):  # RL steps sample other tasks
+        return None
+    if unattempted(s):
         return None
     first, last = set(solved["first_trial"]), set(solved["by_last_trial"])
     gained, lost = len(last - first), len(first - last)
@@ -90,6 +100,9 @@ def first_vs_last_line(s: dict[str, Any]) -> str | None:
     """'trial 1 -> trial 3: 12 -> 19 of 100 tasks (+7, -0), McNemar exact p=0.0156 (significant at 5%)'."""
     f = first_vs_last(s)
     if f is None:
+        if (missing := unattempted(s)) and s.get("num_trials", 0) >= 2:
+            return (f"trial 1 -> trial {s['num_trials']}: not tested, a partial run ({missing} of "
+                    f"{s['num_tasks']} tasks have not been attempted in every trial yet)")
         return None
     return (f"trial 1 -> trial {s['num_trials']}: {f['first']} -> {f['last']} of {s['num_tasks']} tasks solved "
             f"(+{f['gained']}, -{f['lost']}), McNemar exact {verdict(f['p_mcnemar'])}")
@@ -106,9 +119,14 @@ def significance_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list
     for label, s in zip(unique_labels(summaries), summaries):
         f = first_vs_last(s)
         own = "n/a" if f is None else f"{f['first']} -> {f['last']}/{s['num_tasks']}: {verdict(f['p_mcnemar'])}"
+        if unattempted(s):
+            own = f"n/a (partial run: {unattempted(s)} tasks not attempted)"
         base = baseline_of(s, summaries) if s.get("solved_tasks") else None
         if base is None:
             rows.append([label, own, "n/a", "n/a", "n/a"])
+            continue
+        if unattempted(s) or unattempted(base):
+            rows.append([label, own, "-", "n/a (partial run)", "n/a (partial run)"])
             continue
         b = between_runs(base, s)
         mcnemar = "tasks differ" if b["p_mcnemar"] is None else f"+{b['gained']} -{b['lost']}: {verdict(b['p_mcnemar'])}"

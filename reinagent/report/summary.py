@@ -82,6 +82,8 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     for t in range(1, last_trial + 1):
         recs = by_trial.get(t, [])
         solved_now = {r.task_id for r in recs if stopped_at.get(r.task_id) == t}
+        # tasks still open at trial t that have no record of it: their outcome is not known yet
+        not_attempted = n_tasks - len(solved_so_far) - len({r.task_id for r in recs} - solved_so_far)
         solved_so_far |= solved_now
         if t == 1:
             solved_first = set(solved_now)
@@ -96,6 +98,7 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
             "ci_low": low,
             "ci_high": high,
             "errors": sum(r.error is not None for r in recs),
+            "not_attempted": max(0, not_attempted),  # > 0: the cumulative figures are a lower bound
             "mean_f1": _mean([r.f1 for r in recs if r.f1 is not None]),
             "mean_reward": _mean([r.reward for r in recs]),
             "wall_s": _wall(recs),

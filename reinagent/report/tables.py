@@ -30,13 +30,20 @@ def trial_table(s: dict[str, Any]) -> Table:
     for t in s["trials"]:
         value = t.get("mean_f1") if s.get("metric") == "f1" else t.get("success_rate")
         training = bool(s.get("training_steps"))  # RL rollouts: each step samples its own tasks
+        missing = 0 if training else t.get("not_attempted", 0)
         rows.append([
             str(t["trial"]), str(t["attempted"]), str(t["solved"]),
-            "-" if training else f"{t['solved_cumulative']}/{s['num_tasks']}",
-            "-" if training else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
+            "-" if training or t["attempted"] == 0 and missing else _so_far(t["solved_cumulative"], s["num_tasks"], missing),
+            "-" if training or missing else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
             num(value), str(t.get("errors", 0)), duration(t.get("wall_s", 0.0)),
         ])
     return header, rows
+
+
+def _so_far(solved: int, n: int, missing: int) -> str:
+    """'12/100', or for a trial some tasks have not reached yet '12/100 so far (40 not attempted)':
+    a rate or an interval over tasks never attempted would be a measurement of nothing."""
+    return f"{solved}/{n}" + (f" so far ({missing} not attempted)" if missing else "")
 
 
 def usage_table(s: dict[str, Any]) -> Table:
@@ -130,7 +137,13 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
 def _trial_cell(s: dict[str, Any], trial: int) -> str:
     if trial > len(s["trials"]):
         return ""  # this run planned fewer trials
-    return format_rate(s["trials"][trial - 1]["solved_cumulative"], s["num_tasks"])
+    t = s["trials"][trial - 1]
+    missing = 0 if s.get("training_steps") else t.get("not_attempted", 0)
+    if missing and t["attempted"] == 0:
+        return "-"  # not reached: no 0% with a tight interval beside finished runs
+    if missing:
+        return _so_far(t["solved_cumulative"], s["num_tasks"], missing)
+    return format_rate(t["solved_cumulative"], s["num_tasks"])
 
 
 def _last_metric(s: dict[str, Any]) -> float | None:

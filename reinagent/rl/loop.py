@@ -21,6 +21,7 @@ import copy
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -195,6 +196,11 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     if resume_step is not None and resume_step >= steps:
         raise ConfigError(f"output_dir {out} holds a run trained for {resume_step} steps already; raise max_steps "
                           f"above {resume_step} to continue it, or set overwrite = true to start again")
+    if resume_step is not None:  # a rerun after Ctrl-C says which step it continues from (it silently began at 1)
+        print(f"resuming {out} from trainer/checkpoint-{resume_step}: steps 1-{resume_step} are kept, training "
+              f"continues at step {resume_step + 1}" if resume else
+              f"{out} holds a training run stopped before its first checkpoint (every save_steps = "
+              f"{cfg.save_steps} steps): starting again at step 1", file=sys.stderr, flush=True)
     log = RolloutLog(out / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(out / METRICS), rollouts=str(out / "rollouts"), method=method,

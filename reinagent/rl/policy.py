@@ -15,14 +15,27 @@ from reinagent.errors import ConfigError
 SUMMARY = "rl.json"  # written last into a checkpoint: its presence means the directory is complete
 
 
-def require(*modules: str) -> None:
-    """Fail early with the extra to install, instead of an ImportError deep inside training."""
-    import importlib.util
+# The modules of the `rl` extra (pyproject.toml) each verb needs: training all of them; a
+# held-out evaluation of a trainable policy the token-rollout part (torch, transformers, gguf).
+RL_MODULES = {"train": ("torch", "transformers", "gguf", "safetensors", "trl", "datasets", "accelerate"),
+              "eval": ("torch", "transformers", "gguf", "safetensors")}
+RL_EXTRA_HINT = ("install it with `.venv/bin/pip install -e '.[rl]'` from the reinagent checkout "
+                 "(./run_tests.sh's environment has it; ./run_reinagent.sh's does not)")
 
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+
+def require(*modules: str, verb: str = "RL training") -> None:
+    """Fail early with the extra to install, instead of an ImportError deep inside training (a
+    `rl train` without trl failed only after its first rollouts had run)."""
+    from reinagent.preflight import importable
+
+    missing = [m for m in modules if not importable(m)]
     if missing:
-        raise ConfigError(f"RL training needs {', '.join(missing)}, which is not installed: "
-                          "pip install 'reinagent[rl]' (torch and transformers)")
+        raise ConfigError(f"{verb} needs the rl extra (not installed: {', '.join(missing)}): {RL_EXTRA_HINT}")
+
+
+def require_extra(verb: str) -> None:
+    """Every module of the rl extra that `reinagent rl VERB` needs (train, eval), before any work."""
+    require(*RL_MODULES[verb], verb=f"reinagent rl {verb}")
 
 
 def is_local_model(name: str) -> bool:

@@ -20,9 +20,13 @@ One generation per optimiser step (steps_per_generation = gradient_accumulation_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +73,8 @@ class MetricsCallback:
         self.resampled = 0  # groups replaced by dynamic sampling in this step's rollouts
         self.step_started = 0.0
         self.step_s = 0.0
+        self.stop_requested = False  # set by the first Ctrl-C (graceful_stop)
+        self.stopped_at = 0  # the step after which it stopped
 
     def hooks(self) -> Any:
         from transformers import TrainerCallback
@@ -81,6 +87,10 @@ class MetricsCallback:
 
             def on_step_end(self, args, state, control, **kwargs):
                 owner.step_s = time.perf_counter() - owner.step_started
+                if owner.stop_requested:  # Ctrl-C: save this step's checkpoint, then stop
+                    control.should_save = True
+                    control.should_training_stop = True
+                    owner.stopped_at = state.global_step
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and "loss" in logs and owner.episodes:
@@ -196,4 +206,32 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # it prints every log dict; our metrics file has the rows
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    with graceful_stop(callback):
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if callback.stopped_at:
+        from reinagent.errors import TrainingInterrupted
+
+        raise TrainingInterrupted(callback.stopped_at, last_checkpoint(out)[1], steps)
+
+
+@contextlib.contextmanager
+def graceful_stop(callback: MetricsCallback):
+    """The first Ctrl-C ends training after the current step, with a checkpoint of that step (a
+    rerun of the same command resumes there); a second one stops at once (a rerun resumes from
+    the newest checkpoint written before). Only the main thread receives signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def first(signum, frame):
+        callback.stop_requested = True
+        print("\nCtrl-C: finishing this step and saving a checkpoint to resume from (Ctrl-C again to stop now)",
+              file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

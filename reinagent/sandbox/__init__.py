@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import BaseModel, Field
 
 from reinagent.config import MAX_TIMEOUT_S
+from reinagent.errors import env_count
 
 from reinagent.sandbox.judge import HiddenJob, judge
 from reinagent.sandbox.modes import MODE_NOTES, Mode
@@ -91,8 +92,7 @@ class Sandbox:
         limits: Limits | None = None,
         warn: bool = True,
     ):
-        env_workers = os.environ.get("REINAGENT_SANDBOX_WORKERS")
-        self.workers = workers or (int(env_workers) if env_workers else os.cpu_count() or 1)
+        self.workers = workers or env_count("REINAGENT_SANDBOX_WORKERS", os.cpu_count() or 1, most=1024)
         self.limits = limits or Limits()
         # warn=False: the caller refuses weak modes itself, so no warning line precedes its error
         self.mode = probe(mode or os.environ.get("REINAGENT_SANDBOX", "auto"), self.limits, warn=warn)

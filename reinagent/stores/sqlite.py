@@ -28,10 +28,20 @@ class SqliteStore(SqlStore):
         if self.path.is_dir():
             raise StoreError(f"{self.url} is a directory; name a database file, e.g. sqlite:///runs.db")
         if not self.path.parent.is_dir():
-            raise StoreError(f"cannot open {self.url}: folder {self.path.parent} does not exist")
+            raise StoreError(f"cannot open {self.url}: folder {self.path.parent} does not exist{self._slashes()}")
         if not create and not self.path.exists():  # a typo must not leave an empty database behind
-            raise StoreError(f"cannot open {self.url}: {self.path} does not exist")
+            raise StoreError(f"cannot open {self.url}: {self.path} does not exist{self._slashes()}")
         super().__init__()
+
+    def _slashes(self) -> str:
+        """The hint for sqlite:///tmp/x.db meant as /tmp/x.db: three slashes make a relative path."""
+        if self.path.is_absolute():
+            return ""
+        absolute = Path("/") / self.path
+        if not (absolute.exists() or absolute.parent.is_dir()):
+            return ""
+        return (f" (three slashes make a path relative to the current directory; for {absolute} write "
+                f"four: sqlite:///{absolute})")
 
     def connect(self):
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -142,7 +142,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
         infos = [info(r) for r in run]
         summaries = [i.summary for i in infos]
         return page(request, "compare.html", runs=infos, table=table_html(comparison_table(summaries), "comparison"),
-                    matrix=_task_matrix(infos, cache), query="&".join(f"run={r}" for r in run), title="comparison")
+                    matrix=_task_matrix(infos, cache), query=urlencode([("run", r) for r in run]), title="comparison")  # a name may hold + & # %
 
     @app.get("/compare/plot.png")
     def compare_plot(run: list[str] = Query(default=[])) -> Response:
