@@ -1,4 +1,4 @@
-"""Mutation check of the search, sampling and trial-loop tests (issue 26 §5, issue 35 §7): each
+"""Mutation check of the search, sampling, trial-loop and Evaluator tests (issue 26 §5, issue 35 §7): each
 mutant below is applied to a scratch copy of the package, the tests it names run against it, and
 the mutant must fail at least one of them. Prints one line per mutant and exits 1 if any survives.
 
@@ -21,6 +21,13 @@ SEARCH = ("tests/test_lats.py", "tests/test_sampling.py", "tests/test_search.py"
           "-k", "not alfworld and not on_code and not cli")  # the slow CLI runs: the others cover these lines
 LOOP = ("tests/test_strategy.py", "tests/test_resume.py",
         "-k", "reflection_after or memory_window or memory_size or repair or memory_before")
+# the programming Evaluator (`--evaluator internal|hidden`): each mutant names the few tests that
+# cover its line (the whole of tests/test_evaluator.py takes minutes on a loaded machine)
+EVALUATOR = "tests/test_evaluator.py"
+EVAL_RULES = (EVALUATOR, "-k", "which_verdict or score_is_the_record or pass_at_1_is_taken")  # on records
+EVAL_STOP = (EVALUATOR, "-k", "own_tests_passing and default")  # the loop stops on its own tests
+EVAL_LAST = (EVALUATOR, "-k", "last_trial_is_judged")  # hidden tests on the last trial only; resume
+CODER_LOOP = ("tests/test_coder.py", "-k", "reflexion_beats_none")
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ MUTANTS = {
                                          "if ("),
     "search-children-not-deduplicated": Mutant("reinagent/rollouts/search.py", "if step in seen[p]:", "if False:"),
     "reflect-after-success": Mutant(
-        "reinagent/episode.py", "if not evaluation.success and trial < cfg.num_trials",
+        "reinagent/episode.py", "if not stops_loop(record, evaluator) and trial < cfg.num_trials",
         "if trial < cfg.num_trials", LOOP),
     "resume-ignores-memory-size": Mutant(
         "reinagent/runner.py", "config = RunConfig(**{**spec.config,",
@@ -69,6 +76,57 @@ MUTANTS = {
                                        "for k in range(1, 1000):", LOOP),
     "resume-keeps-trials-after-a-lost-one": Mutant("reinagent/resuming.py", "lost = lost_trials(records)",
                                                    "lost = {}", LOOP),
+    # the programming Evaluator (issue 35 §7): under `internal` the program's own tests end the loop
+    # and the hidden tests judge once, the program the loop stopped with or the last trial's
+    "loop-stops-on-hidden-verdict": Mutant(
+        "reinagent/records.py",
+        'return bool(record.internal_passed) if evaluator == "internal" else record.success',
+        "return record.success", EVAL_RULES),
+    "schedule-stops-on-hidden-verdict": Mutant(
+        "reinagent/schedule.py", "stops_loop(done[(task_id, t)], evaluator)", "done[(task_id, t)].success",
+        EVAL_STOP),
+    "reflect-after-own-tests-pass": Mutant(
+        "reinagent/episode.py", "if not stops_loop(record, evaluator) and trial < cfg.num_trials",
+        "if not record.success and trial < cfg.num_trials", EVAL_STOP),
+    "hidden-tests-every-trial": Mutant(
+        "reinagent/rollouts/base.py",
+        'if self.evaluator == "internal" and not internal and not self.last_trial:', "if False:", EVAL_LAST),
+    "last-trial-never-judged": Mutant(
+        "reinagent/rollouts/base.py",
+        'if self.evaluator == "internal" and not internal and not self.last_trial:',
+        'if self.evaluator == "internal" and not internal:', EVAL_LAST),
+    "default-evaluator-hidden": Mutant("reinagent/experiment.py", "return evaluator or bench.default_evaluator",
+                                       'return evaluator or "hidden"', EVAL_STOP),
+    "score-from-first-success": Mutant("reinagent/records.py", "if stops_loop(r, evaluator)), ordered[-1]",
+                                       "if r.success), ordered[-1]", EVAL_RULES),
+    "pass-at-1-from-last-trial": Mutant("reinagent/report/summary.py", 'else trials[0]["solved"] if trials else 0)',
+                                        'else trials[-1]["solved"] if trials else 0)', EVAL_RULES),
+    "internal-pass-at-1-from-trial-1": Mutant(
+        "reinagent/report/summary.py", '"pass_at_1": (final["solved_cumulative"] if evaluator',
+        '"pass_at_1": (trials[0]["solved"] if evaluator', EVAL_RULES),
+    "solved-at-first-hidden-pass": Mutant("reinagent/report/summary.py", "if stopped_at.get(r.task_id) == t}",
+                                          "if r.success}", EVAL_LAST),
+    "tests-rewritten-every-trial": Mutant(
+        "reinagent/episode.py", "return tuple(str(t) for t in tests) if isinstance(tests, list) else None",
+        "return None", CODER_LOOP),
+    "search-rewrites-tests": Mutant("reinagent/rollouts/steps.py", "if kept is not None:  # written",
+                                    "if False:  # written", (EVALUATOR, "-k", "search_rollouts")),
+    "old-run-resumes-internal": Mutant(
+        "reinagent/records.py", 'return "hidden" if config.get("agent") == "coder" else None', "return None",
+        (EVALUATOR, "-k", "older_than_the_flag")),
+    "resume-reflects-on-hidden-verdict": Mutant("reinagent/resuming.py", "not stops_loop(r, evaluator) and r.error",
+                                                "not r.success and r.error", EVAL_LAST),
+    "served-env-drops-internal-result": Mutant(
+        "reinagent/service/served.py", "return self.inner.internal_passed(task, trajectory)", "return None",
+        (EVALUATOR, "-k", "env_server")),
+    "internal-tests-kept-ignored": Mutant(
+        "reinagent/agents/coder.py", "if self.kept is not None and len(tests) > self.kept:", "if False:",
+        (EVALUATOR, "-k", "internal_tests_kept or reference_programming_loop")),
+    "preset-without-internal-tests-kept": Mutant(
+        "reinagent/reference.py",
+        '    Reference("internal_tests_kept", 1, PROGRAMMING,\n'
+        '              "1 internal test kept, picked at random (internal_tests(..., 1))"),\n',
+        "", ("tests/test_reference.py", "-k", "preset")),
 }
 
 
