@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from reinagent.agents.base import Activity, Actor, Budget
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.experiment import rollout_settings
-from reinagent.memory import EpisodicMemory, MemoryView
+from reinagent.memory import EpisodicMemory, trial_view
 from reinagent.records import TrialRecord, Trajectory, first_non_finite
 from reinagent.redact import redact
 from reinagent.rollouts import Episode, make_rollout
@@ -29,13 +29,14 @@ async def run_episode(
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
         last_attempt = exp.agent.render_attempt(task, previous.trajectory)
-    view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt)
+    view = trial_view(trial, cfg.strategy, memory, last_attempt)
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
     actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
-                  activity=getattr(exp, "activity", None) or Activity())
+                  activity=getattr(exp, "activity", None) or Activity(),
+                  temperature=cfg.first_trial_temperature if trial == 1 else None)
     settings = rollout_settings(cfg)
     episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector)
     try:

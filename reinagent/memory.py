@@ -46,6 +46,13 @@ class MemoryView:
         return list(self.reflections) if self.strategy.uses_reflections else []
 
 
+def trial_view(trial: int, strategy: ReflexionStrategy, memory: EpisodicMemory, last_attempt: str | None) -> MemoryView:
+    """What trial `trial` of a task is shown: the memory's recent reflections and the previous
+    attempt (rendered by the agent), as the strategy lets them through. The trial loop
+    (episode.py) and RL's reflect method (rl/reflect.py) build the next trial's prompt from it."""
+    return MemoryView(trial, strategy, tuple(memory.recent()), last_attempt if strategy.uses_last_attempt else None)
+
+
 def rebuild_memory(records: Iterable[TrialRecord], window: int) -> dict[str, EpisodicMemory]:
     """Memory per task from the run's records, as a resumed run needs it."""
     memories: dict[str, EpisodicMemory] = {}
