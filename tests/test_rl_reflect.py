@@ -239,3 +239,22 @@ def test_cli_reflect_trains_resumes_and_its_checkpoint_runs_reflexion(tiny_model
 def test_reflect_refuses_settings_it_cannot_honour(tmp_path):
     config = _toml(tmp_path, "local", method="reflect", async_mode=True)
     one_line_error(run_cli("rl", "train", "--config", str(config)), "reflect", "async_mode")
+
+
+def test_first_trial_temperature_makes_trial_1_greedy_and_keeps_retries_sampled(tmp_path):
+    """The paired design: `--first-trial-temperature 0 --temperature 0.7`: every actor call of
+    trial 1 is greedy (no sampling seed), trial 2's are sampled."""
+    script = tmp_path / "model.yaml"
+    script.write_text(json.dumps({"rules": [{"when": "Your failed attempt", "reply": LESSON}], "default": WRONG_1}))
+    done = run_cli("run", "--benchmark", "arithmetic", "--strategy", "reflexion", "--model", f"scripted:{script}",
+                   "--num-envs", "2", "--num-trials", "2", "--temperature", "0.7", "--first-trial-temperature", "0",
+                   "--run-dir", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr[-2000:]
+    from reinagent.store import read_records
+
+    records = read_records(tmp_path / "run")
+    actor = {t: [c.seed for r in records if r.trial == t for c in r.trajectory.calls if c.role == "actor"] for t in (1, 2)}
+    assert actor[1] and all(seed is None for seed in actor[1])
+    assert actor[2] and all(seed is not None for seed in actor[2])
+    bad = run_cli("run", "--benchmark", "arithmetic", "--model", f"scripted:{script}", "--first-trial-temperature", "-1")
+    one_line_error(bad, "--first-trial-temperature")
