@@ -258,3 +258,28 @@ def test_first_trial_temperature_makes_trial_1_greedy_and_keeps_retries_sampled(
     assert actor[2] and all(seed is not None for seed in actor[2])
     bad = run_cli("run", "--benchmark", "arithmetic", "--model", f"scripted:{script}", "--first-trial-temperature", "-1")
     one_line_error(bad, "--first-trial-temperature")
+
+
+def test_reflect_demo_closing_lines(tmp_path):
+    """scripts/reflect_demo.sh's last two lines, from six 2-trial runs over the same 10 tasks."""
+    from reinagent.rl.compare import reflect_demo_lines
+    from reinagent.report.significance import mcnemar_exact
+
+    from .test_report import make_run
+
+    tasks = [f"t{i}" for i in range(10)]
+
+    def runs(name, reflexion_solves, none_solves, first_solved=()):
+        for strategy, solves in (("reflexion", reflexion_solves), ("none", none_solves)):
+            make_run(tmp_path / f"{name}-{strategy}", {t: [True] if t in first_solved else [False, t in solves]
+                                                        for t in tasks}, strategy=strategy, num_trials=2)
+
+    runs("base", {"t0"}, {"t1"}, first_solved={"t9"})  # B: 1 of its 9 failures
+    runs("grpo", {"t0", "t1"}, {"t0"}, first_solved={"t8", "t9"})
+    runs("reflect", {"t0", "t1", "t2", "t3", "t4", "t5"}, {"t0"}, first_solved={"t9"})
+    lines = reflect_demo_lines(tmp_path)
+    assert lines[-2:] == [f"retry success after reflection: 11.1% -> 66.7% on 9 failures, McNemar p = {mcnemar_exact(5, 0):.3g}",
+                          "retry success without reflection (NONE): 11.1% on 9 failures"]
+    assert lines[1].startswith("control, plain GRPO for the same steps: retry success after reflection 25.0% vs "
+                               "without (NONE) 12.5% on 8 failures")
+    assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +55.6"
