@@ -165,16 +165,20 @@ def retry_between(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]
 
 
 def retry_comparisons(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pair of runs (in the order given) that `retry_between` can compare, labelled."""
+    """Each run against the NONE run of the same benchmark, agent, rollout and tasks (as the
+    significance table pairs them); with exactly two runs and no such pair, the two. Labelled."""
     from reinagent.report.labels import unique_labels
 
     labels = unique_labels(summaries)
+    index = {id(s): i for i, s in enumerate(summaries)}
+    pairs = [(base, s) for s in summaries if (base := baseline_of(s, summaries)) is not None]
+    if not pairs and len(summaries) == 2:
+        pairs = [(summaries[0], summaries[1])]
     rows = []
-    for i, base in enumerate(summaries):
-        for j in range(i + 1, len(summaries)):
-            r = retry_between(base, summaries[j])
-            if r is not None:
-                rows.append({"base": labels[i], "other": labels[j], **r})
+    for base, other in pairs:
+        r = retry_between(base, other)
+        if r is not None:
+            rows.append({"base": labels[index[id(base)]], "other": labels[index[id(other)]], **r})
     return rows
 
 
