@@ -17,8 +17,9 @@
 # Usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]
 #   STEPS training steps (default 30), NUM_TEST held-out tasks (default 300: all), GROUP pairs per
 #   failure (default 4). Environment: BATCH (failures per step, 4), LR (1e-5), REFLECT_LOSS (both),
-#   REFLECTION_TOKENS (200, the Reflector's), RETRY_TEMPERATURE (0.7). Output also in
-#   OUTDIR/reflect_demo_output.txt.
+#   REFLECTION_TOKENS (200, the Reflector's), TEMPERATURE (training's sampling, 0.7: at 1.0 the
+#   embedded model's sampled reflections are incoherent), RETRY_TEMPERATURE (evaluation's, 0.7).
+#   Output also in OUTDIR/reflect_demo_output.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:?usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]}
@@ -52,7 +53,7 @@ max_steps = $STEPS
 save_steps = 5
 learning_rate = ${LR:-1e-5}
 kl_coef = 0.04
-temperature = 1.0
+temperature = ${TEMPERATURE:-0.7}
 dynamic_sampling = 2
 TOML
 }
