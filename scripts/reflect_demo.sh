@@ -19,7 +19,9 @@
 #   failure (default 4). Environment: BATCH (failures per step, 4), LR (1e-5), REFLECT_LOSS (both),
 #   REFLECTION_TOKENS (200, the Reflector's), TEMPERATURE (training's sampling, 0.7: at 1.0 the
 #   embedded model's sampled reflections are incoherent), RETRY_TEMPERATURE (evaluation's, 0.7).
-#   Output also in OUTDIR/reflect_demo_output.txt.
+#   RESPONSE_TOKENS (tokens per answer, training and evaluation alike, 32). Run again on the same
+#   OUTDIR, it reuses finished training runs and resumes evaluation runs. Output also in
+#   OUTDIR/reflect_demo_output.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:?usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]}
@@ -38,7 +40,7 @@ toml() {  # $1 method, $2 output dir
 env_name = "arithmetic20"
 model = "local"
 max_turns = 1
-max_response_length = 32
+max_response_length = ${RESPONSE_TOKENS:-32}
 react_format = true
 max_workers = 32
 output_dir = "$2"
@@ -60,11 +62,24 @@ TOML
 toml reflect "$WORK/train-reflect" > "$WORK/reflect.toml"
 toml grpo "$WORK/train-grpo" > "$WORK/grpo.toml"
 
-evaluate() {  # $1 name, $2 model directory
+train() {  # $1 method: a finished training run in OUTDIR is reused (delete it to train again)
+  if [ -f "$WORK/train-$1/checkpoint/rl.json" ]; then
+    echo "reusing $WORK/train-$1/checkpoint"
+  else
+    $REINAGENT rl train --config "$WORK/$1.toml"
+  fi
+}
+
+evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR is resumed
   for strategy in reflexion none; do
-    $REINAGENT run --benchmark arithmetic20 --split test --num-envs "$NUM_TEST" --num-trials 2 \
-      --strategy "$strategy" --model "local:$2" --temperature "${RETRY_TEMPERATURE:-0.7}" \
-      --first-trial-temperature 0 --deterministic --seed 0 --run-dir "$WORK/eval/$1-$strategy" --quiet >/dev/null
+    if [ -d "$WORK/eval/$1-$strategy" ]; then
+      $REINAGENT resume "$WORK/eval/$1-$strategy" --quiet >/dev/null
+    else
+      $REINAGENT run --benchmark arithmetic20 --split test --num-envs "$NUM_TEST" --num-trials 2 \
+        --strategy "$strategy" --model "local:$2" --temperature "${RETRY_TEMPERATURE:-0.7}" \
+        --max-tokens "${RESPONSE_TOKENS:-32}" --first-trial-temperature 0 --deterministic --seed 0 \
+        --run-dir "$WORK/eval/$1-$strategy" --quiet >/dev/null
+    fi
     echo "$1 $strategy: $($PY -c "from reinagent.report.significance import retry_line; from reinagent.report.summary import summarize; print(retry_line(summarize('$WORK/eval/$1-$strategy')))")"
   done
 }
@@ -74,9 +89,9 @@ evaluate() {  # $1 name, $2 model directory
   echo "# machine: $(nproc) CPU cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
   START=$(date +%s)
   echo "== reflect: $STEPS steps x ${BATCH:-4} failures x G=$GROUP (reflection, retry) pairs, loss on ${REFLECT_LOSS:-both} =="
-  $REINAGENT rl train --config "$WORK/reflect.toml"
+  train reflect
   echo "== control: plain GRPO, $STEPS steps x ${BATCH:-4} tasks x G=$GROUP episodes =="
-  $REINAGENT rl train --config "$WORK/grpo.toml"
+  train grpo
   echo "== held-out: $NUM_TEST test tasks, 2 trials, trial 1 greedy, retries at temperature ${RETRY_TEMPERATURE:-0.7} =="
   evaluate base "$BASE"
   evaluate grpo "$WORK/train-grpo/checkpoint"
