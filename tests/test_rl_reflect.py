@@ -283,3 +283,29 @@ def test_reflect_demo_closing_lines(tmp_path):
     assert lines[1].startswith("control, plain GRPO for the same steps: retry success after reflection 25.0% vs "
                                "without (NONE) 12.5% on 8 failures")
     assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +55.6"
+
+
+def test_a_flat_group_gives_way_to_a_fresh_failure(tiny, monkeypatch):
+    """dynamic_sampling for reflect: a failure whose G retries all failed (no signal) is replaced
+    by a fresh training task's failure; the kept group's rows carry its index."""
+    from reinagent.rl import reflect as reflect_module
+    from reinagent.rl.reflect import training_rows
+
+    _, tokenizer = tiny
+    agent, reflect = _reflect(tokenizer, max_turns=1)
+    a, b = agent.bench.load_tasks("test")[:2]
+
+    def judge(self, items):  # first attempts fail; only task b's retry of sample 0 succeeds
+        return [e.messages[:2] != self.rollout.prompt_messages(t) and t.task_id == b.task_id and e.sample == 0
+                for t, e in items]
+
+    monkeypatch.setattr(reflect_module.ReflectRollout, "judge", judge)
+    policy = ScriptedPolicy(tokenizer, [WRONG_1, LESSON, RETRY_WRONG, WRONG_1, LESSON, RETRY_WRONG])
+    played = reflect.play(policy, [a], [a, b], samples=2, temperature=1.0, rounds=1)
+    [group] = played.groups
+    assert group.task.task_id == b.task_id and [p.success for p in group.pairs] == [True, False]
+    assert played.resampled == 1 and played.first_attempts == 2 and played.first_failures == 2
+    assert all(r.group == 0 for r in training_rows(played.groups, "both", 2))
+    flat = reflect.play(ScriptedPolicy(tokenizer, [WRONG_1, LESSON, RETRY_WRONG]), [a], [a, b], samples=2,
+                        temperature=1.0, rounds=0)
+    assert flat.groups[0].task.task_id == a.task_id and flat.resampled == 0

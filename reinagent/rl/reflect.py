@@ -67,6 +67,7 @@ class Group:
 class Played:
     groups: list[Group]
     attempts: list[tuple[Task, TokenEpisode, bool]]  # every first attempt of the step and its verdict
+    resampled: int = 0  # flat groups replaced by groups of fresh failures
 
     @property
     def first_attempts(self) -> int:
@@ -114,30 +115,48 @@ class ReflectRollout:
 
     def play(self, model: Any, tasks: list[Task], pool: list[Task], *, samples: int, temperature: float,
              version: int = 0, seed: int = 0, rounds: int = 0) -> Played:
-        """One step's groups: group i is the i-th failure found among first attempts of `tasks`
-        (then of fresh `pool` tasks, for up to `rounds` rounds), each with `samples` pairs."""
+        """One step's groups: group i is the i-th failure found among first attempts of `tasks`,
+        each with `samples` pairs. For up to `rounds` rounds, fresh `pool` tasks replace first
+        attempts that succeeded, then groups whose retries all earned the same reward (DAPO's
+        dynamic sampling: such a group teaches nothing)."""
         first_t = self.cfg.first_trial_temperature
         first_t = temperature if first_t is None else first_t
-        firsts = list(zip(tasks, self.rollout.run(model, tasks, temperature=first_t, version=version, seed=seed)))
-        attempts = [(t, e, ok) for (t, e), ok in zip(firsts, self.judge(firsts))]
-        rng, used = random.Random(seed), {t.task_id for t in tasks}
-        for attempt in range(1, rounds + 1):
+        rng, used, attempts = random.Random(seed), set(), []
+
+        def first_attempts(picks: list[Task], round_: int) -> list[Group]:
+            used.update(t.task_id for t in picks)
+            played = list(zip(picks, self.rollout.run(model, picks, temperature=first_t, version=version,
+                                                      seed=seed * 1_000 + round_ if round_ else seed)))
+            judged = [(t, e, ok) for (t, e), ok in zip(played, self.judge(played))]
+            attempts.extend(judged)
+            return [Group(t, e) for t, e, ok in judged if not ok]
+
+        failed = first_attempts(tasks, 0)[: len(tasks)]
+        for attempt in range(1, rounds + 1):  # a task whose first attempt succeeded gives way
             fresh = [t for t in pool if t.task_id not in used]
-            missing = len(tasks) - sum(not ok for _, _, ok in attempts)
-            if missing <= 0 or not fresh:
+            if len(failed) >= len(tasks) or not fresh:
                 break
-            picks = rng.sample(fresh, min(missing, len(fresh)))
-            used |= {t.task_id for t in picks}
-            more = list(zip(picks, self.rollout.run(model, picks, temperature=first_t, version=version,
-                                                    seed=seed * 1_000 + attempt)))
-            attempts += [(t, e, ok) for (t, e), ok in zip(more, self.judge(more))]
-        failed = [Group(t, e) for t, e, ok in attempts if not ok][: len(tasks)]
+            failed += first_attempts(rng.sample(fresh, min(len(tasks) - len(failed), len(fresh))), attempt)
+        failed = failed[: len(tasks)]
+        self._pairs(model, failed, samples, temperature, version, seed)
+        resampled = 0
+        for attempt in range(rounds + 1, 2 * rounds + 1):  # a flat group gives way
+            flat = [i for i, g in enumerate(failed) if len({p.success for p in g.pairs}) == 1]
+            fresh = [t for t in pool if t.task_id not in used]
+            if not flat or not fresh:
+                break
+            new = first_attempts(rng.sample(fresh, min(len(flat), len(fresh))), attempt)
+            self._pairs(model, new, samples, temperature, version, seed * 1_000 + attempt)
+            for i, group in zip(flat, new):
+                failed[i] = group
+            resampled += min(len(flat), len(new))
         solved = [Group(t, e) for t, e, ok in attempts if ok]
         groups = failed + solved[: len(tasks) - len(failed)]  # a solved attempt stands in: nothing to reflect on
-        self._pairs(model, failed, samples, temperature, version, seed)
-        for g, group in enumerate(groups):
+        for g, group in enumerate(groups):  # group g's rows: TRL's g-th group, our learner's advantages
             group.first.group = g
-        return Played(groups, attempts)
+            for pair in group.pairs:
+                pair.reflection.group = pair.retry.group = g
+        return Played(groups, attempts, resampled)
 
     def _pairs(self, model: Any, groups: list[Group], samples: int, temperature: float, version: int,
                seed: int) -> None:
@@ -205,6 +224,7 @@ def step_columns(played: Played, loss: str) -> dict[str, Any]:
     return {"method": "reflect", "reflect_loss": loss, "first_attempts": played.first_attempts,
             "first_failures": played.first_failures, "failure_groups": sum(bool(g.pairs) for g in played.groups),
             "pairs": len(pairs), "retry_successes": int(sum(rewards)), "retry_success": mean,
+            "resampled_groups": played.resampled,
             "reward_mean": mean, "reward_std": std, "success_rate": mean,
             "reflection_tokens_mean": tokens([p.reflection for p in pairs]),
             "retry_tokens_mean": tokens([p.retry for p in pairs])}
