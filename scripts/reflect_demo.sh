@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learned reflection (issue 37) on `arithmetic20` with the embedded SmolLM2-135M-Instruct on CPU.
+# Learned reflection on `arithmetic20` with the embedded SmolLM2-135M-Instruct on CPU.
 #
 # 1. Train with method = "reflect" (Reflect, Retry, Reward; reinagent/rl/reflect.py): per training
 #    task a greedy first attempt; on a failure G reflections with the Reflector's prompt, each
