@@ -147,6 +147,7 @@ def run_options(fn):
         click.option("--max-tokens", type=int, help="Completion tokens per model call (default 256)."),
         click.option("--max-prompt-tokens", type=int, help="ReAct: end an episode (end_reason prompt_budget) once its prompt passes this many tokens, estimated at 4 characters a token (default 3896, the paper's)."),
         click.option("--temperature", type=float, help="Sampling temperature (default 0, greedy)."),
+        click.option("--first-trial-temperature", type=float, help="The actor's temperature in trial 1 only (default: --temperature); 0 with --temperature > 0: greedy first attempts, shared by every strategy, and sampled retries (a paired comparison)."),
         click.option("--seed", type=int, help="Run seed; every sampled call gets its own seed derived from it and the call's place (task, trial, role, step)."),
         click.option("--deterministic/--no-deterministic", default=None, help="Local engine: decode one sequence at a time without the prefix cache, so greedy text does not depend on batching (slower; docs/search.md)."),
         click.option("--num-internal-tests", type=int, help="Programming: unit tests the agent is asked to write, once per task (default 4)."),

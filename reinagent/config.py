@@ -58,6 +58,9 @@ class RunConfig(BaseModel):
     max_steps: int | None = Field(default=None, gt=0, le=MAX_COUNT)  # None: the agent's default
     max_prompt_tokens: int | None = Field(default=None, gt=0, le=MAX_COUNT * 100)
     temperature: float = Field(default=0.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    # the actor's temperature in trial 1 only (None: `temperature`): 0 with --temperature > 0 gives
+    # every strategy the same greedy first attempts and sampled retries (a paired comparison)
+    first_trial_temperature: float | None = Field(default=None, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
     max_tokens: int = Field(default=256, gt=0, le=MAX_TOKENS)  # per model call
     # actor outputs held to the agent's action grammar (reinagent/llm/constrained.py); None: on
     # for engines with structured output (local, ov) where the agent has a grammar, off otherwise

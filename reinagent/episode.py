@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from reinagent.agents.base import Activity, Actor, Budget, text_tokens
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
 from reinagent.experiment import rollout_settings
-from reinagent.memory import EpisodicMemory, MemoryView
+from reinagent.memory import EpisodicMemory, trial_view
 from reinagent.records import TrialRecord, Trajectory, first_non_finite, stops_loop
 from reinagent.redact import redact
 from reinagent.runlock import append_text
@@ -35,13 +35,14 @@ async def run_episode(
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
         last_attempt = last_attempt_text(exp, task, previous.trajectory)
-    view = MemoryView(trial, cfg.strategy, tuple(memory.recent()), last_attempt, kept_tests(previous))
+    view = trial_view(trial, cfg.strategy, memory, last_attempt, kept_tests(previous))
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
     actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
-                  activity=getattr(exp, "activity", None) or Activity())
+                  activity=getattr(exp, "activity", None) or Activity(),
+                  temperature=cfg.first_trial_temperature if trial == 1 else None)
     settings = rollout_settings(cfg)
     evaluator = getattr(cfg, "evaluator", None)
     episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector,

@@ -65,3 +65,13 @@ def memory_before(done: Mapping[tuple[str, int], TrialRecord], task_id: str, tri
         if rec is not None and rec.error is None:
             memory.add(rec.reflection)
     return memory
+
+
+def trial_view(trial: int, strategy: ReflexionStrategy, memory: EpisodicMemory, last_attempt: str | None,
+               kept_tests: tuple[str, ...] | None = None) -> MemoryView:
+    """What trial `trial` of a task is shown: the memory's recent reflections and the previous
+    attempt (rendered by the agent), as the strategy lets them through, and the internal tests an
+    earlier trial wrote (programming). The trial loop (episode.py) and RL's reflect method
+    (rl/reflect.py) build the next trial's prompt from it."""
+    return MemoryView(trial, strategy, tuple(memory.recent()), last_attempt if strategy.uses_last_attempt else None,
+                      kept_tests)

@@ -160,8 +160,9 @@ def test_the_last_trial_is_judged_and_an_extended_run_scores_where_its_loop_stop
 
 @pytest.mark.parametrize("rollout", ["mcts", "tot"])
 def test_search_rollouts_stop_on_the_internal_tests_too(tmp_path, script, rollout):
-    search = ["--rollout", rollout, "--value-samples", "1", "--tot-depth", "1", "--mcts-iterations", "1",
-              "--mcts-children", "1", "--tot-breadth", "1", "--tot-keep", "1"]
+    search = ["--rollout", rollout, "--value-samples", "1", "--tot-depth", "1"] + (
+        ["--mcts-iterations", "1", "--mcts-children", "1"] if rollout == "mcts"
+        else ["--tot-breadth", "1", "--tot-keep", "1"])  # each rollout's own flags: others are refused
     model = script(FAKE_PASSES_OWN_TEST, default="no")
     report, records = _run(tmp_path, "internal", model, *search)
     (only,) = records

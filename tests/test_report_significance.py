@@ -8,7 +8,9 @@ import math
 
 import pytest
 
-from reinagent.report.significance import between_runs, first_vs_last, mcnemar_exact, two_proportion
+from reinagent.report.significance import (
+    between_runs, first_vs_last, mcnemar_exact, retry_after_failure, retry_between, two_proportion,
+)
 from reinagent.report.summary import summarize
 from tests.conftest import run_cli
 from tests.test_report import COMPLETE, make_run
@@ -35,7 +37,8 @@ def test_two_proportion_known_value():
 
 def test_summary_names_the_tasks_solved_first_and_by_the_last_trial(tmp_path):
     s = summarize(make_run(tmp_path / "run", COMPLETE))
-    assert s["solved_tasks"] == {"first_trial": ["a", "b"], "by_last_trial": ["a", "b", "c"]}
+    assert s["solved_tasks"] == {"first_trial": ["a", "b"], "by_last_trial": ["a", "b", "c"],
+                                 "failed_first_trial": ["c", "d", "e"], "second_trial": ["c"]}
     assert s["task_ids"] == list(COMPLETE)
     f = first_vs_last(s)
     assert (f["first"], f["last"], f["gained"], f["lost"]) == (2, 3, 1, 0)
@@ -73,3 +76,52 @@ def test_runs_on_different_tasks_get_no_paired_test(tmp_path):
     row = between_runs(a, b)
     assert row["p_mcnemar"] is None and row["gained"] is None  # unpaired: only the z-test applies
     assert row["other"] == 2 and row["base"] == 1
+
+
+def test_retry_after_a_trial_1_failure_has_its_wilson_interval(tmp_path):
+    from reinagent.report.stats import wilson_interval
+
+    s = summarize(make_run(tmp_path / "run", COMPLETE))
+    r = s["retry_after_failure"]
+    assert (r["failed_first"], r["solved_second"]) == (3, 1) and r["rate"] == pytest.approx(1 / 3)
+    assert r["ci"] == list(wilson_interval(1, 3))
+    # an errored trial 1 was never judged: not a failure to retry
+    errored = summarize(make_run(tmp_path / "err", {"a": [False, True], "b": [False, True]}, num_trials=2,
+                                 errors={("b", 1): "model error: HTTP 500"}))
+    assert errored["retry_after_failure"]["failed_first"] == 1
+    one = summarize(make_run(tmp_path / "one", {"a": [False]}, num_trials=1))
+    assert one["retry_after_failure"] is None and retry_after_failure(one) is None
+
+
+def _paired_runs(tmp_path):
+    """20 tasks. Both runs fail t0-t17 at trial 1 (t18, t19 solved by both, t17 by REFLEXION only
+    once more below); REFLEXION's retry solves t0-t9, NONE's only t10-t11."""
+    tasks = [f"t{i}" for i in range(20)]
+    refl = {t: [True] if i >= 18 else [False, i < 10] for i, t in enumerate(tasks)}
+    none = {t: [True] if i >= 17 else [False, i in (10, 11)] for i, t in enumerate(tasks)}
+    runs = tmp_path / "runs"
+    make_run(runs / "1-none", none, strategy="none", num_trials=2)
+    make_run(runs / "2-reflexion", refl, num_trials=2)
+    return runs
+
+
+def test_mcnemar_between_runs_is_over_the_tasks_both_failed_at_trial_1(tmp_path):
+    runs = _paired_runs(tmp_path)
+    a, b = summarize(runs / "1-none"), summarize(runs / "2-reflexion")
+    r = retry_between(a, b)
+    # t17 failed only under REFLEXION: left out; over the 17 both failed, +10 (t0-t9) -2 (t10, t11)
+    assert (r["both_failed"], r["base_solved"], r["other_solved"]) == (17, 2, 10)
+    assert (r["gained"], r["lost"]) == (10, 2) and r["p_mcnemar"] == pytest.approx(mcnemar_exact(10, 2))
+    assert r["p_mcnemar"] < 0.05
+    md = run_cli("report", str(runs)).stdout
+    section = md.split("## Retry after a trial-1 failure", 1)[1].split("\n## ", 1)[0]
+    assert "| cot-context/reflexion/scripted:x | 18 | 10/18 55.6% [" in section
+    assert "| cot-context/none/scripted:x | 17 | 2/17 11.8% [" in section
+    assert f"| 17 both | 10 vs 2 of 17 | +10 -2: p={mcnemar_exact(10, 2):.3g} (significant at 5%) |" in section
+    assert "trial-1 failures solved at trial 2: 10/18 55.6% [" in md  # the run's own section
+    html = run_cli("report", str(runs), "--format", "html").stdout
+    assert "Retry after a trial-1 failure" in html and "+10 -2: p=" in html
+    data = json.loads(run_cli("report", str(runs), "--format", "json").stdout)
+    assert data[1]["retry_after_failure"]["solved_second"] == 10
+    [c] = data[1]["retry_comparisons"]
+    assert (c["both_failed"], c["gained"], c["lost"]) == (17, 10, 2) and c == data[0]["retry_comparisons"][0]

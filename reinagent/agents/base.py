@@ -124,8 +124,9 @@ class Actor:
     which concurrent calls were scheduled; otherwise by a per-episode counter (sequential agents)."""
 
     def __init__(self, llm: LLM, trajectory: Trajectory, rollout_id: str, budget: Budget | None = None,
-                 activity: Activity | None = None):
+                 activity: Activity | None = None, temperature: float | None = None):
         self.llm = llm
+        self.temperature = temperature  # set: every call of this episode samples at it (a trial's own)
         self.trajectory = trajectory
         self.rollout_id = rollout_id
         self.budget = budget or Budget()
@@ -137,7 +138,7 @@ class Actor:
         calls: list[ModelCall] | None = None,
     ) -> Completion:
         """`calls`: where the call's usage is recorded (default: this actor's trajectory)."""
-        params, reserved = self.budget.reserve(messages, params, self.llm)
+        params, reserved = self.budget.reserve(messages, self.own(params), self.llm)
         if rollout_id is None:
             self._n += 1
             rollout_id = str(self._n)
@@ -151,6 +152,9 @@ class Actor:
         self.activity.calls += 1
         return completion
 
+    def own(self, params: GenerationParams) -> GenerationParams:
+        return params if self.temperature is None else replace(params, temperature=self.temperature)
+
     async def complete_many(self, requests: Sequence[Request]) -> list[Completion | None]:
         """Several calls at once (a node's children, a level's value samples). Every request is
         admitted first, in order, before any is made, so the budget decides the same way whatever
@@ -159,7 +163,8 @@ class Actor:
         tickets: list[tuple[GenerationParams, int] | None] = []
         for req in requests:
             try:
-                tickets.append(self.budget.reserve(req.messages, req.params, req.llm or self.llm))
+                params = req.params if req.llm is not None else self.own(req.params)  # the reflector's stay
+                tickets.append(self.budget.reserve(req.messages, params, req.llm or self.llm))
             except BudgetExhausted:
                 tickets.append(None)
 

@@ -54,6 +54,13 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
         # One run: one object (issue 2's contract); several: a list of them, in the order given.
         # Training logs alone: their steps, one object per log.
         items = summaries or [{"training_log": str(log.path), "steps": log.rows} for log in training]
+        if len(summaries) > 1:  # each pair's McNemar over the tasks both failed at trial 1
+            from reinagent.report.labels import unique_labels
+            from reinagent.report.significance import retry_comparisons
+
+            comparisons = retry_comparisons(summaries)
+            for label, s in zip(unique_labels(summaries), summaries):
+                s["retry_comparisons"] = [c for c in comparisons if label in (c["base"], c["other"])]
         text = json.dumps(items[0] if len(items) == 1 else items, indent=2) + "\n"
     elif fmt == "html":
         from reinagent.report.html import report_html

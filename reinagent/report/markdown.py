@@ -7,7 +7,7 @@ from typing import Any
 from reinagent.terminal import plain
 
 from reinagent.report.rollouts import rollout_table
-from reinagent.report.significance import first_vs_last_line, significance_table
+from reinagent.report.significance import first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
     Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table,
     usage_table,
@@ -27,7 +27,16 @@ def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     return (f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
             f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n"
             f"\n## More than chance?\n\nExact McNemar tests pair each task with itself; the last trial counts "
-            f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n")
+            f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n" + _retry_section(summaries))
+
+
+def _retry_section(summaries: list[dict[str, Any]]) -> str:
+    table = retry_table(summaries)
+    if not table[1]:
+        return ""
+    return ("\n## Retry after a trial-1 failure\n\nThe share of trial-1 failures solved at trial 2 (95% Wilson "
+            "interval); two runs over the same tasks are compared by exact McNemar on the tasks both failed at "
+            f"trial 1.\n\n{table_markdown(table)}\n")
 
 
 def where(s: dict[str, Any]) -> str:
@@ -56,6 +65,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         *([f"success rate {s['success_rate']:.1%}: {s['judged_by']}", ""] if s.get("judged_by") else []),
         *([line, ""] if (line := first_vs_last_line(s)) else []),
+        *([line, ""] if (line := retry_line(s)) else []),
         f"{h}# Rollout",
         "",
         table_markdown(rollout_table([s])),

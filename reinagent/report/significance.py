@@ -8,6 +8,12 @@ Two questions a Reflexion report must answer honestly:
   cumulative success no task is ever *lost*, so the test only asks whether the gain could be
   luck; under NONE it measures what retrying alone buys (pass@k), which is why the second
   question matters more:
+* after a failed first trial, how often does the second trial succeed? The share of trial-1
+  failures solved at trial 2, with its Wilson interval, is what a Reflexion strategy is for; and
+  between two runs (REFLEXION against NONE), McNemar over the tasks *both* failed at trial 1, so
+  that each task's retry is compared with the other run's retry of the same failure. The
+  comparison is fair when both runs made the same first attempts (`--first-trial-temperature 0`
+  with `--deterministic`, or a shared cache: docs/reports.md);
 * between two runs on the same tasks (REFLEXION against NONE, say), is the last trial's
   cumulative success different? Paired McNemar again when both runs attempted the same task ids,
   and the unpaired two-proportion z-test beside it for readers used to it.
@@ -132,4 +138,81 @@ def significance_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list
         mcnemar = "tasks differ" if b["p_mcnemar"] is None else f"+{b['gained']} -{b['lost']}: {verdict(b['p_mcnemar'])}"
         rows.append([label, own, f"{b['other']}/{b['n_other']} vs {b['base']}/{b['n_base']}", mcnemar,
                      f"z={b['z']:.2f}, {verdict(b['p_z'])}"])
+    return header, rows
+
+
+def retry_after_failure(s: dict[str, Any]) -> dict[str, Any] | None:
+    """The share of trial-1 failures (judged, no error) solved at trial 2, with its 95% Wilson
+    interval; None for a run of one trial or RL training rollouts."""
+    solved = s.get("solved_tasks") or {}
+    if s.get("num_trials", 0) < 2 or s.get("training_steps") or "failed_first_trial" not in solved:
+        return None
+    failed = set(solved["failed_first_trial"])
+    retried = failed & set(solved["second_trial"])
+    from reinagent.report.stats import wilson_interval
+
+    low, high = wilson_interval(len(retried), len(failed))
+    return {"failed_first": len(failed), "solved_second": len(retried),
+            "rate": len(retried) / len(failed) if failed else None, "ci": [low, high]}
+
+
+def retry_line(s: dict[str, Any]) -> str | None:
+    """'trial-1 failures solved at trial 2: 3/95 3.2% [1.1, 8.9]' (95% Wilson interval)."""
+    r = s.get("retry_after_failure") or retry_after_failure(s)
+    if r is None:
+        return None
+    from reinagent.report.stats import format_rate
+
+    return f"trial-1 failures solved at trial 2: {format_rate(r['solved_second'], r['failed_first'])} (95% Wilson interval)"
+
+
+def retry_between(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any] | None:
+    """Trial 2 of `other` against trial 2 of `base` over the tasks both failed at trial 1: exact
+    McNemar (gained: tasks only `other`'s retry solved). None unless both have 2+ trials over the
+    same tasks."""
+    if retry_after_failure(base) is None or retry_after_failure(other) is None:
+        return None
+    if base.get("task_ids") != other.get("task_ids"):
+        return None
+    a, b = base["solved_tasks"], other["solved_tasks"]
+    both = set(a["failed_first_trial"]) & set(b["failed_first_trial"])
+    sa, sb = set(a["second_trial"]) & both, set(b["second_trial"]) & both
+    gained, lost = len(sb - sa), len(sa - sb)
+    return {"both_failed": len(both), "base_solved": len(sa), "other_solved": len(sb), "gained": gained,
+            "lost": lost, "p_mcnemar": mcnemar_exact(gained, lost)}
+
+
+def retry_comparisons(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run against the NONE run of the same benchmark, agent, rollout and tasks (as the
+    significance table pairs them); with exactly two runs and no such pair, the two. Labelled."""
+    from reinagent.report.labels import unique_labels
+
+    labels = unique_labels(summaries)
+    index = {id(s): i for i, s in enumerate(summaries)}
+    pairs = [(base, s) for s in summaries if (base := baseline_of(s, summaries)) is not None]
+    if not pairs and len(summaries) == 2:
+        pairs = [(summaries[0], summaries[1])]
+    rows = []
+    for base, other in pairs:
+        r = retry_between(base, other)
+        if r is not None:
+            rows.append({"base": labels[index[id(base)]], "other": labels[index[id(other)]], **r})
+    return rows
+
+
+def retry_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Each run's retry success after a trial-1 failure, then each comparable pair's McNemar."""
+    from reinagent.report.labels import unique_labels
+    from reinagent.report.stats import format_rate
+
+    header = ["run / pair", "trial-1 failures", "solved at trial 2 [95% CI]", "McNemar (tasks both failed)"]
+    rows = []
+    for label, s in zip(unique_labels(summaries), summaries):
+        r = retry_after_failure(s)
+        if r is not None:
+            rows.append([label, str(r["failed_first"]), format_rate(r["solved_second"], r["failed_first"]), ""])
+    for c in retry_comparisons(summaries):
+        rows.append([f"{c['other']} vs {c['base']}", f"{c['both_failed']} both",
+                     f"{c['other_solved']} vs {c['base_solved']} of {c['both_failed']}",
+                     f"+{c['gained']} -{c['lost']}: {verdict(c['p_mcnemar'])}"])
     return header, rows

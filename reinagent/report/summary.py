@@ -126,7 +126,11 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "num_tasks": n_tasks,
         "task_ids": task_ids,
         # which tasks, for the paired tests of report/significance.py
-        "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far)},
+        "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far),
+                         # judged trial-1 failures (no error) and the tasks solved at trial 2: report/significance.py
+                         "failed_first_trial": sorted({r.task_id for r in by_trial.get(1, [])
+                                                       if not r.success and r.error is None}),
+                         "second_trial": sorted({r.task_id for r in by_trial.get(2, []) if r.success})},
         "num_trials": num_trials,
         "status": ("complete" if (steps and by_trial and max(by_trial) >= num_trials)
                    or (not steps and _finished(records, task_ids, num_trials, evaluator)) else "partial"),
@@ -161,6 +165,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     }
     if steps:
         _as_training(summary, records)
+    from reinagent.report.significance import retry_after_failure
+
+    summary["retry_after_failure"] = retry_after_failure(summary)  # None below 2 trials
     summary["label"] = run_label(summary)
     return summary
 

@@ -10,9 +10,11 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     rollout.py            multi-turn token rollouts: prompt/completion ids, log-probs, environment mask
     trl_grpo.py           GRPO through TRL's GRPOTrainer fed by the token rollouts (the default trainer)
     grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
+    reflect.py            method = "reflect": first attempt, G reflections, retries; reward = the retry's success
     loop.py async_mode.py the training loop (train_metrics.jsonl, resuming); rollouts one policy version behind
     metrics.py            one metrics row per step (both trainers), the step line, the no-signal warning
-    compare.py            `rl eval --save/--baseline`: before/after on the same tasks, exact McNemar
+    compare.py            `rl eval --save/--baseline`: before/after on the same tasks, exact McNemar;
+                          scripts/reflect_demo.sh's closing lines
     cli.py                `reinagent rl run|train|eval`
 """
 

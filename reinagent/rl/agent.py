@@ -224,14 +224,17 @@ class RLAgent:
     def train(self, learning_rate: float | None = None, num_epochs: float | None = None, batch_size: int | None = None,
               method: str | None = None, max_steps: int | None = None, output_dir: str | Path | None = None,
               on_step: Any = None) -> TrainSummary:
-        """GRPO (or rejection-sampled SFT) on the training split; writes output_dir (see loop.py)
-        and leaves the trained weights in this agent's policy."""
+        """GRPO (or rejection-sampled SFT, or `reflect`: GRPO on reflections and the retries that
+        read them, rl/reflect.py) on the training split; writes output_dir (see loop.py) and
+        leaves the trained weights in this agent's policy."""
         from reinagent.rl.loop import train_policy
 
         cfg = self.config
         method = method or cfg.method
-        if method not in ("grpo", "sft"):
-            raise ConfigError(f"unknown method {method!r}; valid: grpo or sft")
+        if method not in ("grpo", "sft", "reflect"):
+            raise ConfigError(f"unknown method {method!r}; valid: grpo, sft or reflect")
+        if method == "reflect":  # train(method="reflect") over a config of another method
+            build_rl_config({**cfg.model_dump(exclude_unset=True), "method": method}, where="RLAgent.train")
         if not self.trainable:
             raise ConfigError(f"model {cfg.model!r} cannot be trained here; valid: local, local:PATH, a HF model "
                               "directory, or RLAgent(model=<transformers model>, tokenizer=...)")

@@ -43,3 +43,49 @@ def compare_lines(base: dict[str, Any], result: Any) -> list[str]:
             f"{len(before & after)} solved by both",
             f"held-out success: {100 * len(before) / n:.1f}% -> {100 * len(after) / n:.1f}% on {n} tasks, "
             f"McNemar p = {mcnemar_exact(gained, lost):.3g}"]
+
+
+def _pct(k: int, n: int) -> float:
+    return 100 * k / n if n else 0.0
+
+
+def reflect_demo_lines(eval_dir: str | Path) -> list[str]:
+    """scripts/reflect_demo.sh's closing lines from its evaluation runs (NAME-reflexion and
+    NAME-none for NAME in base, grpo, reflect): each model's retry success after a trial-1
+    failure with and without reflection, paired over the tasks both strategies failed at trial 1,
+    and last `retry success after reflection: B% -> A% on N failures, McNemar p = P` and
+    `retry success without reflection (NONE): C% on N failures`."""
+    from reinagent.report.significance import retry_between
+    from reinagent.report.summary import summarize
+
+    runs = {f"{m}-{s}": summarize(Path(eval_dir) / f"{m}-{s}") for m in ("base", "grpo", "reflect")
+            for s in ("reflexion", "none")}
+    lines, gaps = [], {}
+    for model, label in (("base", "base model"), ("grpo", "control, plain GRPO for the same steps"),
+                         ("reflect", "trained with reflect")):
+        r = retry_between(runs[f"{model}-none"], runs[f"{model}-reflexion"])
+        if r is None:
+            raise ConfigError(f"{eval_dir}: {model}-reflexion and {model}-none are not 2-trial runs of the same tasks")
+        n, a, c = r["both_failed"], r["other_solved"], r["base_solved"]
+        gaps[model] = _pct(a, n) - _pct(c, n)
+        same = (runs[f"{model}-none"]["solved_tasks"]["failed_first_trial"]
+                == runs[f"{model}-reflexion"]["solved_tasks"]["failed_first_trial"])
+        lines.append(f"{label}: retry success after reflection {_pct(a, n):.1f}% vs without (NONE) {_pct(c, n):.1f}% "
+                     f"on {n} failures, McNemar p = {r['p_mcnemar']:.3g}"
+                     + ("" if same else " (the strategies' first attempts differed: paired over tasks both failed)"))
+    lines.append(f"gap REFLEXION - NONE: base {gaps['base']:+.1f} points, GRPO control {gaps['grpo']:+.1f}, "
+                 f"reflect {gaps['reflect']:+.1f}")
+    own = runs["base-reflexion"]["retry_after_failure"]
+    r = retry_between(runs["reflect-none"], runs["reflect-reflexion"])
+    n = r["both_failed"]
+    lines += [f"retry success after reflection: {_pct(own['solved_second'], own['failed_first']):.1f}% -> "
+              f"{_pct(r['other_solved'], n):.1f}% on {n} failures, McNemar p = {r['p_mcnemar']:.3g}",
+              f"retry success without reflection (NONE): {_pct(r['base_solved'], n):.1f}% on {n} failures"]
+    return lines
+
+
+if __name__ == "__main__":  # python -m reinagent.rl.compare EVAL_DIR (scripts/reflect_demo.sh)
+    import sys
+
+    for line in reflect_demo_lines(sys.argv[1]):
+        print(line)

@@ -48,7 +48,14 @@ class RLAgentConfig(BaseModel):
     output_dir: str = "rl_runs"
     split: str | None = None  # run/collect: the benchmark's default split; train: "train" when it has one
     num_tasks: int | None = Field(default=None, gt=0)  # from the start of the split; None: all
-    method: Literal["grpo", "sft"] = "grpo"
+    method: Literal["grpo", "sft", "reflect"] = "grpo"
+    # method "reflect" (rl/reflect.py): which tokens of a (reflection, retry) pair carry the loss:
+    # the reflection only (Reflect, Retry, Reward's choice), the retry only, or both
+    reflect_loss: Literal["reflection", "retry", "both"] = "both"
+    reflection_max_tokens: int = Field(default=200, gt=0)  # the Reflector's own limit (reflector.py)
+    # method "reflect": the first attempt's sampling temperature (None: `temperature`; 0: greedy,
+    # the first trial of the paired evaluation `reinagent run --first-trial-temperature 0`)
+    first_trial_temperature: float | None = Field(default=None, ge=0)
     group_size: int = Field(default=4, gt=1)  # G episodes per task and step; GRPO's advantages compare them
     batch_size: int = Field(default=4, gt=0)  # tasks per training step (so batch_size * G episodes)
     num_epochs: float = Field(default=1.0, gt=0)  # passes over the training tasks (unless max_steps)
@@ -98,6 +105,14 @@ class RLAgentConfig(BaseModel):
         if scheme not in STORAGE_SCHEMES[backend]:
             raise ValueError(f"storage_backend {backend!r} needs storage_url = \"{STORAGE_SCHEMES[backend][0]}://...\" "
                              f"(docs/stores.md)")
+        return self
+
+    @model_validator(mode="after")
+    def _reflect(self) -> "RLAgentConfig":
+        if self.method == "reflect" and self.async_mode:
+            raise ValueError("method \"reflect\" trains synchronously: set async_mode = false")
+        if self.method == "reflect" and not self.react_format:
+            raise ValueError("method \"reflect\" retries with the agent's REFLEXION prompt: set react_format = true")
         return self
 
     @property

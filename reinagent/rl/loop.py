@@ -162,8 +162,8 @@ def check_resume(out: Path, settings: dict[str, Any]) -> None:
 
 
 def uses_trl(cfg: RLAgentConfig, method: str) -> bool:
-    """TRL's GRPOTrainer trains GRPO unless asked otherwise; SFT and the async mode are ours."""
-    return method == "grpo" and cfg.trainer == "trl" and not cfg.async_mode
+    """TRL's GRPOTrainer trains GRPO (and reflect) unless asked otherwise; SFT and the async mode are ours."""
+    return method in ("grpo", "reflect") and cfg.trainer == "trl" and not cfg.async_mode
 
 
 def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig,
@@ -172,7 +172,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     """Train `model` in place on `tasks`; write the output directory; return what happened."""
     from reinagent.rl.policy import save_checkpoint
 
-    if method == "grpo" and cfg.temperature <= 0:
+    if method in ("grpo", "reflect") and cfg.temperature <= 0:
         raise ConfigError("temperature must be > 0 for GRPO: a group of greedy episodes is one episode G times")
     if cfg.async_mode and cfg.dynamic_sampling:
         raise ConfigError("dynamic_sampling is for the synchronous trainers; async_mode generates the next batch "
@@ -235,17 +235,20 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                 from reinagent.rl.trl_grpo import train_trl
 
                 train_trl(model, tokenizer, rollout, tasks, cfg, out, learning_rate=learning_rate,
-                          batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume)
+                          batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume,
+                          method=method)
             else:
                 batches = task_batches(tasks, batch_size, steps, cfg.seed)
                 ref = None
-                if method == "grpo" and cfg.kl_coef > 0:
+                if method in ("grpo", "reflect") and cfg.kl_coef > 0:
                     ref = copy.deepcopy(model).eval()
                     ref.requires_grad_(False)
                 learner = Learner(model, ref, tokenizer, learning_rate=learning_rate, clip_eps=cfg.clip_eps,
                                   kl_coef=cfg.kl_coef, temperature=cfg.temperature, micro_batch=cfg.micro_batch,
                                   method=method)
-                if cfg.async_mode:
+                if method == "reflect":
+                    train_reflect(model, learner, rollout, tasks, batches, cfg, metrics, log, note)
+                elif cfg.async_mode:
                     from reinagent.rl.async_mode import train_async
 
                     train_async(model, learner, rollout, batches, cfg, samples, record)
@@ -263,3 +266,25 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     summary.checkpoint = str(out / "checkpoint")
     save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})
     return summary
+
+
+def train_reflect(model: Any, learner: Learner, rollout: TokenRollout, tasks: list[Any], batches: list[list[Any]],
+                  cfg: RLAgentConfig, metrics: Any, log: RolloutLog, note: Any) -> None:
+    """The reflect method with our own learner (trainer = "reinagent"): the rows TRL would get."""
+    from reinagent.rl.reflect import ReflectRollout, log_step, step_columns, training_rows
+
+    reflect = ReflectRollout(rollout)
+    for step, batch in enumerate(batches, start=1):
+        started, began = time.perf_counter(), time.time()
+        played = reflect.play(model, batch, tasks, samples=cfg.group_size, temperature=cfg.temperature,
+                              version=learner.version, seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
+        rollout_s = time.perf_counter() - started
+        rows = training_rows(played.groups, cfg.reflect_loss, cfg.group_size)
+        stats = learner.update(rows, on_policy=True)
+        row = metrics_row(step, rows, loss=stats.loss, kl=stats.kl, clip_frac=stats.clip_frac, tokens=stats.tokens,
+                          trained_tokens=stats.trained_tokens, rollout_s=rollout_s, train_s=stats.train_s,
+                          version=learner.version - 1) | step_columns(played, cfg.reflect_loss)
+        metrics.write(json.dumps(row) + "\n")
+        metrics.flush()
+        log_step(log.store, step, played, began)
+        note(row, rows)

@@ -44,6 +44,10 @@ def metrics_row(step: int, episodes: list[TokenEpisode], *, loss: float, kl: flo
 
 def step_line(row: dict[str, Any], steps: int) -> str:
     """The line `rl train` prints per step."""
+    if row.get("method") == "reflect":
+        from reinagent.rl.reflect import reflect_line
+
+        return reflect_line(row, steps)
     return (f"step {row['step']}/{steps}: reward {row['reward_mean']:.3f} (std {row['reward_std']:.3f}), "
             f"loss {row['loss']:.4f}, kl {row['kl']:.4f}, rollout {row['rollout_s']:.1f}s "
             f"({row['rollout_tokens_per_s']:.1f} tokens/s), train {row['train_s']:.1f}s "

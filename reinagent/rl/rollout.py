@@ -97,8 +97,9 @@ class TokenRollout:
     def _encode(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
 
-    def start(self, task: Task, group: int, sample: int) -> TokenEpisode:
-        messages = self.prompt_messages(task)
+    def start(self, task: Task, group: int, sample: int, messages: list[dict[str, str]] | None = None) -> TokenEpisode:
+        """A new episode from the agent's first prompt, or from `messages` (a retry's, a reflector's)."""
+        messages = self.prompt_messages(task) if messages is None else messages
         ids = self._encode(self._render(messages, True))
         cut = len(ids) > self.cfg.max_prompt_length
         if cut:  # keep the end: the question and the generation prompt
@@ -131,9 +132,14 @@ class TokenRollout:
     def run(self, model: Any, tasks: list[Task], *, samples: int = 1, temperature: float = 0.0,
             version: int = 0, seed: int = 0) -> list[TokenEpisode]:
         """`samples` episodes of every task (group i = tasks[i]), all turns played out."""
+        episodes = [self.start(task, g, k) for g, task in enumerate(tasks) for k in range(samples)]
+        return self.play_out(model, episodes, tasks, temperature=temperature, version=version, seed=seed)
+
+    def play_out(self, model: Any, episodes: list[TokenEpisode], tasks: list[Task], *, temperature: float = 0.0,
+                 version: int = 0, seed: int = 0) -> list[TokenEpisode]:
+        """Play started episodes (of `tasks`) to their end: every turn, environment feedback between."""
         import torch
 
-        episodes = [self.start(task, g, k) for g, task in enumerate(tasks) for k in range(samples)]
         by_id = {t.task_id: t for t in tasks}
         envs = {id(e): self._new_env(by_id[e.task_id]) for e in episodes}
         for ep in episodes:
@@ -197,7 +203,30 @@ class TokenRollout:
         env.reset(seed=self.cfg.seed)
         return env
 
-    def _generate(self, model: Any, chunk: list[TokenEpisode], temperature: float) -> list[tuple[list[int], list[float]]]:
+    def reply_once(self, model: Any, episodes: list[TokenEpisode], *, temperature: float, max_new_tokens: int,
+                   seed: int = 0) -> list[TokenEpisode]:
+        """One reply per episode and no environment (a reflection): every token generated, trained."""
+        import torch
+
+        torch.manual_seed(seed)
+        was_training = model.training
+        model.eval()
+        try:
+            for start in range(0, len(episodes), self.cfg.max_workers):
+                chunk = episodes[start: start + self.cfg.max_workers]
+                for ep, (ids, logps) in zip(chunk, self._generate(model, chunk, temperature, max_new_tokens)):
+                    ep.calls.append((len(ep.prompt_ids), len(ids)))
+                    ep.completion_ids, ep.env_mask = list(ids), [1] * len(ids)
+                    ep.logprobs = [v if math.isfinite(v) else 0.0 for v in logps]
+                    text = self.tok.decode(ids, skip_special_tokens=True).strip()
+                    ep.messages.append({"role": "assistant", "content": text})
+                    ep.end_reason = "finished" if ids and ids[-1] in self.ends else "max_tokens"
+        finally:
+            model.train(was_training)
+        return episodes
+
+    def _generate(self, model: Any, chunk: list[TokenEpisode], temperature: float,
+                  max_new_tokens: int | None = None) -> list[tuple[list[int], list[float]]]:
         """One reply per episode: (token ids up to and including the end token, their log-probs)."""
         import torch
 
@@ -211,7 +240,7 @@ class TokenRollout:
         with torch.inference_mode():
             # use_cache=True: a policy trained with gradient checkpointing has config.use_cache off,
             # and without the KV cache every new token re-reads the whole context (quadratic)
-            out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=self.cfg.max_response_length,
+            out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens or self.cfg.max_response_length,
                                  eos_token_id=self.ends, pad_token_id=self.pad_id, output_logits=True,
                                  return_dict_in_generate=True, use_cache=True, **options)
             new = out.sequences[:, width:]

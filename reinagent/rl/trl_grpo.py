@@ -75,6 +75,7 @@ class MetricsCallback:
         self.step_s = 0.0
         self.stop_requested = False  # set by the first Ctrl-C (graceful_stop)
         self.stopped_at = 0  # the step after which it stopped
+        self.extra: dict[str, Any] = {}  # method-specific columns of this step's row (rl/reflect.py's)
 
     def hooks(self) -> Any:
         from transformers import TrainerCallback
@@ -107,11 +108,11 @@ class MetricsCallback:
                           clip_frac=float(logs.get("clip_ratio/region_mean", 0.0)), tokens=tokens,
                           trained_tokens=generated, rollout_s=self.rollout_s, train_s=train_s, version=step - 1,
                           resampled_groups=self.resampled, grad_norm=float(logs.get("grad_norm", 0.0)),
-                          trainer="trl")
+                          trainer="trl") | self.extra
         self.metrics.write(json.dumps(row) + "\n")
         self.metrics.flush()
         self.on_row(row, eps)
-        self.episodes = []
+        self.episodes, self.extra = [], {}
 
 
 def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
@@ -138,6 +139,38 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
     return rollout_func
 
 
+def make_reflect_rollout_func(reflect: Any, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
+                              callback: MetricsCallback) -> Any:
+    """rollout_func of the reflect method (rl/reflect.py): TRL's group of prompts i is one training
+    slot; its rows are the G (reflection, retry) pairs of a failed first attempt, as trained."""
+    from reinagent.rl.reflect import log_step, step_columns, training_rows
+
+    pool = list(by_id.values())
+
+    def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
+        per = trainer.num_generations
+        tasks = [by_id[prompts[i]] for i in range(0, len(prompts), per)]
+        step = trainer.state.global_step + 1
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        started, began = time.perf_counter(), time.time()
+        played = reflect.play(model, tasks, pool, samples=cfg.group_size, temperature=cfg.temperature,
+                              version=step - 1, seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
+        rows = training_rows(played.groups, cfg.reflect_loss, cfg.group_size)
+        callback.rollout_s = time.perf_counter() - started
+        callback.episodes, callback.extra = rows, step_columns(played, cfg.reflect_loss)
+        log_step(log.store, step, played, began)
+        return {"prompt_ids": [e.prompt_ids for e in rows], "completion_ids": [e.completion_ids for e in rows],
+                "logprobs": [e.logprobs for e in rows], "env_mask": [e.env_mask for e in rows],
+                "env_reward": [e.reward for e in rows]}
+
+    return rollout_func
+
+
+def rows_per_group(cfg: RLAgentConfig, method: str) -> int:
+    """TRL's num_generations: G episodes (grpo), or G pairs as 1 or 2 rows each (reflect)."""
+    return cfg.group_size * (2 if method == "reflect" and cfg.reflect_loss == "both" else 1)
+
+
 def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
     """TRL builds its reference model from the weights on disk (`config._name_or_path`), not from
     the policy it was handed, which may have been changed in memory: the KL would then measure the
@@ -151,7 +184,7 @@ def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
 
 def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
               *, learning_rate: float, batch_size: int, steps: int, log: Any, metrics: Any, on_row: Any,
-              resume: Path | None) -> None:
+              resume: Path | None, method: str = "grpo") -> None:
     """Run TRL's GRPOTrainer for `steps` optimiser steps (from `resume` when given)."""
     import torch
 
@@ -165,7 +198,7 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
         raise ConfigError(f"trainer = \"trl\" needs TRL 1.16+ and datasets ({exc.name or exc} is missing): "
                           "pip install -e '.[rl]', or set trainer = \"reinagent\"") from None
 
-    group = cfg.group_size
+    group = rows_per_group(cfg, method)
     per_device, accumulate = micro_split(batch_size * group, cfg.micro_batch)
     ids = [t.task_id for t in tasks]
     while len(ids) < batch_size:  # RepeatSampler drops a short batch: fewer tasks than batch_size repeat
@@ -186,7 +219,8 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
         max_steps=steps, learning_rate=learning_rate, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=1.0, beta=cfg.kl_coef, epsilon=cfg.clip_eps,
         temperature=cfg.temperature if cfg.temperature > 0 else 1.0, loss_type="dapo", scale_rewards="group",
-        max_completion_length=cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1),
+        max_completion_length=max(cfg.reflection_max_tokens if method == "reflect" else 0,
+                                  cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1)),
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=1, report_to="none",
         seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
         disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True,
@@ -194,10 +228,17 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
         # CPU a small policy's activations fit, and recomputing the forward only costs time
         **{checkpointing: torch.cuda.is_available()})
     callback = MetricsCallback(metrics, on_row)
+    by_id = {t.task_id: t for t in tasks}
+    if method == "reflect":
+        from reinagent.rl.reflect import ReflectRollout
+
+        rollout_func = make_reflect_rollout_func(ReflectRollout(rollout), cfg, by_id, log, callback)
+    else:
+        rollout_func = make_rollout_func(rollout, cfg, by_id, log, callback)
     trainer = GRPOTrainer(
         model=model, reward_funcs=env_reward, args=args, train_dataset=Dataset.from_dict({"prompt": ids}),
         processing_class=tokenizer, callbacks=[callback.hooks()],
-        rollout_func=make_rollout_func(rollout, cfg, {t.task_id: t for t in tasks}, log, callback))
+        rollout_func=rollout_func)
     anchor_reference(trainer, start_state)
     del start_state
     if scratch is not None:

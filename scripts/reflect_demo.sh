@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Learned reflection on `arithmetic20` with the embedded SmolLM2-135M-Instruct on CPU.
+#
+# 1. Train with method = "reflect" (Reflect, Retry, Reward; reinagent/rl/reflect.py): per training
+#    task a greedy first attempt; on a failure G reflections with the Reflector's prompt, each
+#    followed by a retry with REFLEXION's trial-2 prompt; reward = the retry's success.
+# 2. The control: plain GRPO (method = "grpo") for the same steps on the same prompts.
+# 3. Evaluate the base, the reflect-trained and the GRPO-trained model with `reinagent run` on the
+#    held-out test split (never trained on), 2 trials, under REFLEXION and NONE: trial 1 greedy
+#    (--first-trial-temperature 0 --deterministic: the same first attempts under both strategies),
+#    the retry sampled at temperature 0.7.
+#
+# It ends with exactly these lines (reinagent/rl/compare.py's reflect_demo_lines):
+#   retry success after reflection: B% -> A% on N failures, McNemar p = P
+#   retry success without reflection (NONE): C% on N failures
+#
+# Usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]
+#   STEPS training steps (default 30), NUM_TEST held-out tasks (default 300: all), GROUP pairs per
+#   failure (default 4). Environment: BATCH (failures per step, 4), LR (1e-5), REFLECT_LOSS (both),
+#   REFLECTION_TOKENS (200, the Reflector's), TEMPERATURE (training's sampling, 0.7: at 1.0 the
+#   embedded model's sampled reflections are incoherent), RETRY_TEMPERATURE (evaluation's, 0.7).
+#   RESPONSE_TOKENS (tokens per answer, training and evaluation alike, 32). Run again on the same
+#   OUTDIR, it reuses finished training runs and resumes evaluation runs. Output also in
+#   OUTDIR/reflect_demo_output.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORK=${1:?usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]}
+STEPS=${2:-30}
+NUM_TEST=${3:-300}
+GROUP=${4:-4}
+PY=${PYTHON:-.venv/bin/python}
+REINAGENT=${REINAGENT:-$PY -m reinagent.cli}
+mkdir -p "$WORK"
+OUT="$WORK/reflect_demo_output.txt"
+BASE=$($PY -c 'from reinagent.distil.train import resolve_base_model; print(resolve_base_model("local"))')
+
+toml() {  # $1 method, $2 output dir
+  cat <<TOML
+[rl]
+env_name = "arithmetic20"
+model = "local"
+max_turns = 1
+max_response_length = ${RESPONSE_TOKENS:-32}
+react_format = true
+max_workers = 32
+output_dir = "$2"
+method = "$1"
+reflect_loss = "${REFLECT_LOSS:-both}"
+reflection_max_tokens = ${REFLECTION_TOKENS:-200}
+first_trial_temperature = 0.0
+trainer = "trl"
+group_size = $GROUP
+batch_size = ${BATCH:-4}
+max_steps = $STEPS
+save_steps = 5
+learning_rate = ${LR:-1e-5}
+kl_coef = 0.04
+temperature = ${TEMPERATURE:-0.7}
+dynamic_sampling = 2
+TOML
+}
+toml reflect "$WORK/train-reflect" > "$WORK/reflect.toml"
+toml grpo "$WORK/train-grpo" > "$WORK/grpo.toml"
+
+train() {  # $1 method: a finished training run in OUTDIR is reused (delete it to train again)
+  if [ -f "$WORK/train-$1/checkpoint/rl.json" ]; then
+    echo "reusing $WORK/train-$1/checkpoint"
+  else
+    $REINAGENT rl train --config "$WORK/$1.toml"
+  fi
+}
+
+evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR is resumed
+  for strategy in reflexion none; do
+    if [ -d "$WORK/eval/$1-$strategy" ]; then
+      $REINAGENT resume "$WORK/eval/$1-$strategy" --quiet >/dev/null
+    else
+      $REINAGENT run --benchmark arithmetic20 --split test --num-envs "$NUM_TEST" --num-trials 2 \
+        --strategy "$strategy" --model "local:$2" --temperature "${RETRY_TEMPERATURE:-0.7}" \
+        --max-tokens "${RESPONSE_TOKENS:-32}" --first-trial-temperature 0 --deterministic --seed 0 \
+        --run-dir "$WORK/eval/$1-$strategy" --quiet >/dev/null
+    fi
+    echo "$1 $strategy: $($PY -c "from reinagent.report.significance import retry_line; from reinagent.report.summary import summarize; print(retry_line(summarize('$WORK/eval/$1-$strategy')))")"
+  done
+}
+
+{
+  echo "# scripts/reflect_demo.sh $WORK $STEPS $NUM_TEST $GROUP   ($(date -u +%Y-%m-%dT%H:%MZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo "# machine: $(nproc) CPU cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+  START=$(date +%s)
+  echo "== reflect: $STEPS steps x ${BATCH:-4} failures x G=$GROUP (reflection, retry) pairs, loss on ${REFLECT_LOSS:-both} =="
+  train reflect
+  echo "== control: plain GRPO, $STEPS steps x ${BATCH:-4} tasks x G=$GROUP episodes =="
+  train grpo
+  echo "== held-out: $NUM_TEST test tasks, 2 trials, trial 1 greedy, retries at temperature ${RETRY_TEMPERATURE:-0.7} =="
+  evaluate base "$BASE"
+  evaluate grpo "$WORK/train-grpo/checkpoint"
+  evaluate reflect "$WORK/train-reflect/checkpoint"
+  echo "# wall time $(( $(date +%s) - START )) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+  $PY -m reinagent.rl.compare "$WORK/eval"
+} 2>&1 | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "^  rollouts: " | tee "$OUT"
