@@ -217,7 +217,7 @@ def test_reset_admissible_and_expert_plan_wins(pool):
         assert not obs.startswith("You arrive at loc")
         assert terminated == (i == len(plan) - 1)
     assert info["won"] and reward == 1.0 and not truncated
-    with pytest.raises(RuntimeError, match="episode ended"):
+    with pytest.raises(RuntimeError, match="the episode has terminated; call reset"):
         env.step("look")
     env.reset()  # a second episode on the same worker starts afresh
     check_env(env, ["look", "inventory"])
