@@ -6,6 +6,7 @@
     .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode (our trainer)
     .venv/bin/python perf/rl_throughput.py --model local:DIR --device cuda --peak-tflops 989
     .venv/bin/python perf/rl_throughput.py --hogs 2                # the same with two busy-looping processes
+    .venv/bin/python perf/rl_throughput.py --precision bf16      # bf16 autocast, fp32 master weights (TRL's trainer)
 
 Each trainer's rollouts are compared with plain batched `model.generate` (KV cache, sampling at the
 same temperature, same batch of batch_size x G prompts, same max_new_tokens) on the same weights
