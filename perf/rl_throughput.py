@@ -6,6 +6,7 @@
     .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode (our trainer)
     .venv/bin/python perf/rl_throughput.py --model local:DIR --device cuda --peak-tflops 989
     .venv/bin/python perf/rl_throughput.py --hogs 2                # the same with two busy-looping processes
+    .venv/bin/python perf/rl_throughput.py --precision bf16      # bf16 autocast, fp32 master weights (TRL's trainer)
 
 Each trainer's rollouts are compared with plain batched `model.generate` (KV cache, sampling at the
 same temperature, same batch of batch_size x G prompts, same max_new_tokens) on the same weights
@@ -13,9 +14,13 @@ and prompts right after training: `rollout / generate` is the ratio issue 29 ask
 
 Rollout tokens/s counts tokens the policy generated per second of generation; trainer tokens/s
 counts every token the forward/backward passes read (prompt, replies, feedback) per second of
-update. On a GPU it also prints the trainer's model FLOPs utilisation: 6 * parameters * tokens per
-second (forward + backward; the reference forward adds 2 * parameters * tokens) over the peak
-you pass. It prints what one run measured on this machine; nothing is asserted.
+update. It also prints the trainer's model FLOPs utilisation (MFU): 6 * parameters * trainer
+tokens/s (forward + backward) over this machine's matmul peak, measured in the same run with the
+same torch threads (a large fp32 and a bf16 matmul, GFLOP/s each; MFU is given against the peak
+of the precision trained in). With --device cuda pass --peak-tflops (the card's datasheet peak)
+instead. The reference forward of the KL (kl_coef > 0) adds 2 * parameters * tokens that the MFU
+leaves out. `--precision bf16` trains under bf16 autocast (fp32 master weights; TRL's trainer).
+It prints what one run measured on this machine; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cuda to train on the GPU (default: CPU)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="Device peak (e.g. 989 for an H100 in bf16) for MFU.")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                        help="fp32, or bf16 autocast with fp32 master weights (TRL's trainer)")
+    parser.add_argument("--matmul-size", type=int, default=2048, help="Side of the square matmuls timed for the peak.")
     parser.add_argument("--trainer", choices=("trl", "reinagent"), default="trl",
                         help="GRPO through TRL's GRPOTrainer (default) or our own loss (async mode is always ours)")
     parser.add_argument("--compare", action="store_true", help="Run both trainers and print trl / reinagent ratios.")
@@ -56,7 +64,8 @@ def main() -> None:
           f"{args.steps} steps x {args.batch_size} tasks x G={args.group_size}{' (async)' if args.async_mode else ''}")
     trainers = ("trl", "reinagent") if args.compare else (args.trainer,)
     try:
-        medians = {name: measure(args, name) for name in trainers}
+        peaks = None if device.startswith("cuda") else matmul_peaks(args.threads, args.matmul_size)
+        medians = {name: measure(args, name, peaks) for name in trainers}
     finally:
         for hog in hogs:
             hog.kill()
@@ -65,7 +74,33 @@ def main() -> None:
         print(f"ratio trl / reinagent: rollout tokens/s {r_trl / r_ours:.2f}, trainer tokens/s {t_trl / t_ours:.2f}")
 
 
-def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
+def matmul_peaks(threads: int | None, size: int) -> dict[str, float]:
+    """GFLOP/s of a size x size matmul in fp32 and in bf16 on this CPU with the threads training
+    uses: the best of several timed runs of at least 0.3 s each (2 * size^3 flops per matmul)."""
+    import torch
+
+    from reinagent.rl.policy import torch_threads
+
+    torch.set_num_threads(torch_threads(threads))
+    peaks = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a = torch.randn(size, size, dtype=dtype)
+        b = torch.randn(size, size, dtype=dtype)
+        torch.mm(a, b)  # warm-up: kernel selection, page faults
+        best = 0.0
+        for _ in range(3):
+            runs, started = 0, time.perf_counter()
+            while (elapsed := time.perf_counter() - started) < 0.3:
+                torch.mm(a, b)
+                runs += 1
+            best = max(best, 2 * size ** 3 * runs / elapsed / 1e9)
+        peaks[name] = best
+    print(f"matmul peak ({size}x{size}, torch threads {torch.get_num_threads()}): fp32 {peaks['fp32']:.0f} GFLOP/s, "
+          f"bf16 {peaks['bf16']:.0f} GFLOP/s")
+    return peaks
+
+
+def measure(args: argparse.Namespace, trainer_name: str, peaks: dict[str, float] | None = None) -> tuple[float, float]:
     """Train `args.steps` steps with one trainer; print and return (rollout, trainer) median tokens/s."""
     from reinagent.rl import RLAgent
     from reinagent.rl.policy import load_policy
@@ -79,7 +114,7 @@ def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
                         batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
                         max_workers=args.batch_size * args.group_size, async_mode=args.async_mode,
                         threads=args.threads, output_dir=out, learning_rate=1e-5, trainer=trainer_name,
-                        save_steps=args.steps)
+                        save_steps=args.steps, precision=args.precision)
         seen = []  # each step's episodes: their prompts feed the plain generate below
         real_run = TokenRollout.run
 
@@ -111,9 +146,14 @@ def measure(args: argparse.Namespace, trainer_name: str) -> tuple[float, float]:
     print(f"  plain model.generate tokens/s: median {statistics.median(plain):.1f} (runs: "
           f"{', '.join(f'{v:.1f}' for v in plain)}; batch {len(seen[-1])}, torch threads {torch.get_num_threads()})")
     print(f"  rollout / generate: {statistics.median(rollout) / statistics.median(plain):.2f} (target >= 0.8)")
+    flops = 6 * params * statistics.median(trainer)  # forward (2) + backward (4) per token read
     if args.peak_tflops and (args.device or "cpu").startswith("cuda"):
-        flops = (6 + 2) * params * statistics.median(trainer)  # forward + backward + the reference forward
         print(f"  trainer MFU: {flops / (args.peak_tflops * 1e12):.2%} of {args.peak_tflops} TFLOP/s")
+    elif peaks:
+        peak = peaks[args.precision]
+        print(f"  trainer MFU ({args.precision}): 6 x {params / 1e6:.0f}M x {statistics.median(trainer):.1f} tokens/s = "
+              f"{flops / 1e9:.1f} GFLOP/s, {flops / (peak * 1e9):.1%} of the {args.precision} matmul peak "
+              f"{peak:.0f} GFLOP/s")
     return statistics.median(rollout), statistics.median(trainer)
 
 

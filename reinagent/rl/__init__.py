@@ -12,6 +12,7 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
     reflect.py            method = "reflect": first attempt, G reflections, retries; reward = the retry's success
     loop.py async_mode.py the training loop (train_metrics.jsonl, resuming); rollouts one policy version behind
+    ranks.py              under `accelerate launch` / torchrun: this process's rank and the output it owns
     metrics.py            one metrics row per step (both trainers), the step line, the no-signal warning
     compare.py            `rl eval --save/--baseline`: before/after on the same tasks, exact McNemar;
                           scripts/reflect_demo.sh's closing lines

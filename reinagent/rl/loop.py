@@ -8,6 +8,8 @@ Output directory (`output_dir`):
                           success per step
     checkpoint/           the trained model + tokenizer + rl.json (`--model local:OUTPUT_DIR/checkpoint`)
     trainer/checkpoint-N  trainer="trl": TRL's resumable checkpoints (every save_steps steps)
+    ranks/rank-N/         under `accelerate launch` / `torchrun` (trainer="trl"): process N's own
+                          rollouts/ and train_metrics.jsonl; rank 0 writes the rest (rl/ranks.py)
 
 Resuming (trainer="trl"): training again into an output_dir that holds our rollouts/ continues from
 the newest trainer/checkpoint-N (or from the start when none was written yet): metrics rows and
@@ -178,10 +180,20 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
         raise ConfigError("dynamic_sampling is for the synchronous trainers; async_mode generates the next batch "
                           "while training, so set dynamic_sampling = 0 or async_mode = false")
     trl = uses_trl(cfg, method)
+    from reinagent.rl.ranks import current_rank, launched_world
+
+    if launched_world() > 1 and not trl:
+        raise ConfigError(f"a multi-process launch ({launched_world()} processes) trains through TRL only: set "
+                          "trainer = \"trl\" with method grpo or reflect and async_mode = false, or run one process")
+    if cfg.precision != "fp32" and not trl:
+        raise ConfigError(f"precision = {cfg.precision!r} trains through TRL only: set trainer = \"trl\" with method "
+                          "grpo or reflect and async_mode = false, or precision = \"fp32\"")
+    rank = current_rank()
+    own = rank.own_dir(out)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
     settings = run_settings(cfg, method, steps, learning_rate, batch_size)
     resume, resume_step = None, None
-    if not cfg.overwrite and (out / "rollouts" / "spec.json").is_file():
+    if not cfg.overwrite and (own / "rollouts" / "spec.json").is_file():
         if not trl:
             mode = "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
             raise ConfigError(f"output_dir {out} holds a training run; {mode} trains with reinagent's own loop, "
@@ -189,10 +201,14 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                               "again (only trainer = \"trl\" resumes)")
         from reinagent.rl.trl_grpo import last_checkpoint
 
-        check_resume(out, settings)
+        check_resume(own, settings)
         resume, resume_step = last_checkpoint(out)
     else:
-        prepare_output(out, cfg.overwrite)
+        with rank.main_first():  # rank 0 empties (overwrite) or checks the shared directory first
+            if rank.main:
+                prepare_output(out, cfg.overwrite)
+            else:
+                own.mkdir(parents=True, exist_ok=True)
     if resume_step is not None and resume_step >= steps:
         raise ConfigError(f"output_dir {out} holds a run trained for {resume_step} steps already; raise max_steps "
                           f"above {resume_step} to continue it, or set overwrite = true to start again")
@@ -201,13 +217,13 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
               f"continues at step {resume_step + 1}" if resume else
               f"{out} holds a training run stopped before its first checkpoint (every save_steps = "
               f"{cfg.save_steps} steps): starting again at step 1", file=sys.stderr, flush=True)
-    log = RolloutLog(out / "rollouts", run_config, tasks, settings, resume_step)
+    log = RolloutLog(own / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
-    summary = TrainSummary(checkpoint="", metrics=str(out / METRICS), rollouts=str(out / "rollouts"), method=method,
+    summary = TrainSummary(checkpoint="", metrics=str(own / METRICS), rollouts=str(own / "rollouts"), method=method,
                            steps=steps, episodes=0, reward_first=0.0, reward_last=0.0, async_mode=cfg.async_mode)
     try:
-        kept = resume_metrics(out / METRICS, resume_step) if resume_step is not None else []
-        with open(out / METRICS, "a", encoding="utf-8") as metrics:
+        kept = resume_metrics(own / METRICS, resume_step) if resume_step is not None else []
+        with open(own / METRICS, "a", encoding="utf-8") as metrics:
             def note(row: dict[str, Any], episodes: list[Any]) -> None:
                 if on_step is not None:
                     on_step(row, steps)
@@ -236,7 +252,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
                 train_trl(model, tokenizer, rollout, tasks, cfg, out, learning_rate=learning_rate,
                           batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume,
-                          method=method)
+                          method=method, rank=rank.index)
             else:
                 batches = task_batches(tasks, batch_size, steps, cfg.seed)
                 ref = None
@@ -264,7 +280,8 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     finally:
         log.close()
     summary.checkpoint = str(out / "checkpoint")
-    save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})
+    if rank.main:  # every rank holds the same weights (gradients are all-reduced); one writes them
+        save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})
     return summary
 
 

@@ -115,8 +115,13 @@ class MetricsCallback:
         self.episodes, self.extra = [], {}
 
 
+def step_seed(cfg: RLAgentConfig, step: int, rank: int) -> int:
+    """The sampling seed of a step's rollouts: each process of a multi-process launch its own."""
+    return cfg.seed * 100_003 + step + rank * 1_000_003
+
+
 def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
-                      callback: MetricsCallback) -> Any:
+                      callback: MetricsCallback, rank: int = 0) -> Any:
     pool = list(by_id.values())
 
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
@@ -127,7 +132,7 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
         started = time.perf_counter()
         episodes, callback.resampled = rollout.run_with_signal(
             model, tasks, pool, samples=group, temperature=cfg.temperature, version=step - 1,
-            seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
+            seed=step_seed(cfg, step, rank), rounds=cfg.dynamic_sampling)
         callback.rollout_s = time.perf_counter() - started
         callback.episodes = episodes
         # before the update: a resumed run supersedes trials past its checkpoint
@@ -140,7 +145,7 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
 
 
 def make_reflect_rollout_func(reflect: Any, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
-                              callback: MetricsCallback) -> Any:
+                              callback: MetricsCallback, rank: int = 0) -> Any:
     """rollout_func of the reflect method (rl/reflect.py): TRL's group of prompts i is one training
     slot; its rows are the G (reflection, retry) pairs of a failed first attempt, as trained."""
     from reinagent.rl.reflect import log_step, step_columns, training_rows
@@ -154,7 +159,7 @@ def make_reflect_rollout_func(reflect: Any, cfg: RLAgentConfig, by_id: dict[str,
         model = trainer.accelerator.unwrap_model(trainer.model)
         started, began = time.perf_counter(), time.time()
         played = reflect.play(model, tasks, pool, samples=cfg.group_size, temperature=cfg.temperature,
-                              version=step - 1, seed=cfg.seed * 100_003 + step, rounds=cfg.dynamic_sampling)
+                              version=step - 1, seed=step_seed(cfg, step, rank), rounds=cfg.dynamic_sampling)
         rows = training_rows(played.groups, cfg.reflect_loss, cfg.group_size)
         callback.rollout_s = time.perf_counter() - started
         callback.episodes, callback.extra = rows, step_columns(played, cfg.reflect_loss)
@@ -184,7 +189,7 @@ def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
 
 def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
               *, learning_rate: float, batch_size: int, steps: int, log: Any, metrics: Any, on_row: Any,
-              resume: Path | None, method: str = "grpo") -> None:
+              resume: Path | None, method: str = "grpo", rank: int = 0) -> None:
     """Run TRL's GRPOTrainer for `steps` optimiser steps (from `resume` when given)."""
     import torch
 
@@ -222,7 +227,8 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
         max_completion_length=max(cfg.reflection_max_tokens if method == "reflect" else 0,
                                   cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1)),
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=1, report_to="none",
-        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(), bf16=False, fp16=False,
+        seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(),
+        bf16=cfg.precision == "bf16", fp16=False,  # bf16: autocast over fp32 master weights (CPU or GPU)
         disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True,
         # TRL turns gradient checkpointing on by default, which also turns the KV cache off; on a
         # CPU a small policy's activations fit, and recomputing the forward only costs time
@@ -232,9 +238,9 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
     if method == "reflect":
         from reinagent.rl.reflect import ReflectRollout
 
-        rollout_func = make_reflect_rollout_func(ReflectRollout(rollout), cfg, by_id, log, callback)
+        rollout_func = make_reflect_rollout_func(ReflectRollout(rollout), cfg, by_id, log, callback, rank)
     else:
-        rollout_func = make_rollout_func(rollout, cfg, by_id, log, callback)
+        rollout_func = make_rollout_func(rollout, cfg, by_id, log, callback, rank)
     trainer = GRPOTrainer(
         model=model, reward_funcs=env_reward, args=args, train_dataset=Dataset.from_dict({"prompt": ids}),
         processing_class=tokenizer, callbacks=[callback.hooks()],
