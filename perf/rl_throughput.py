@@ -6,7 +6,7 @@
     .venv/bin/python perf/rl_throughput.py --steps 3 --async     # the AReaL-style mode (our trainer)
     .venv/bin/python perf/rl_throughput.py --model local:DIR --device cuda --peak-tflops 989
     .venv/bin/python perf/rl_throughput.py --hogs 2                # the same with two busy-looping processes
-    .venv/bin/python perf/rl_throughput.py --precision bf16      # bf16 autocast, fp32 master weights (TRL's trainer)
+    .venv/bin/python perf/rl_throughput.py --train-precision bf16      # bf16 autocast, fp32 master weights (TRL's trainer)
 
 Each trainer's rollouts are compared with plain batched `model.generate` (KV cache, sampling at the
 same temperature, same batch of batch_size x G prompts, same max_new_tokens) on the same weights
@@ -19,7 +19,7 @@ tokens/s (forward + backward) over this machine's matmul peak, measured in the s
 same torch threads (a large fp32 and a bf16 matmul, GFLOP/s each; MFU is given against the peak
 of the precision trained in). With --device cuda pass --peak-tflops (the card's datasheet peak)
 instead. The reference forward of the KL (kl_coef > 0) adds 2 * parameters * tokens that the MFU
-leaves out. `--precision bf16` trains under bf16 autocast (fp32 master weights; TRL's trainer).
+leaves out. `--train-precision bf16` trains under bf16 autocast (fp32 master weights; TRL's trainer).
 It prints what one run measured on this machine; nothing is asserted.
 """
 
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cuda to train on the GPU (default: CPU)")
     parser.add_argument("--peak-tflops", type=float, default=None, help="Device peak (e.g. 989 for an H100 in bf16) for MFU.")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    parser.add_argument("--train-precision", choices=("fp32", "bf16"), default="fp32",
                         help="fp32, or bf16 autocast with fp32 master weights (TRL's trainer)")
     parser.add_argument("--matmul-size", type=int, default=2048, help="Side of the square matmuls timed for the peak.")
     parser.add_argument("--trainer", choices=("trl", "reinagent"), default="trl",
@@ -114,7 +114,7 @@ def measure(args: argparse.Namespace, trainer_name: str, peaks: dict[str, float]
                         batch_size=args.batch_size, group_size=args.group_size, max_steps=args.steps,
                         max_workers=args.batch_size * args.group_size, async_mode=args.async_mode,
                         threads=args.threads, output_dir=out, learning_rate=1e-5, trainer=trainer_name,
-                        save_steps=args.steps, precision=args.precision)
+                        save_steps=args.steps, train_precision=args.train_precision)
         seen = []  # each step's episodes: their prompts feed the plain generate below
         real_run = TokenRollout.run
 
@@ -150,9 +150,9 @@ def measure(args: argparse.Namespace, trainer_name: str, peaks: dict[str, float]
     if args.peak_tflops and (args.device or "cpu").startswith("cuda"):
         print(f"  trainer MFU: {flops / (args.peak_tflops * 1e12):.2%} of {args.peak_tflops} TFLOP/s")
     elif peaks:
-        peak = peaks[args.precision]
-        print(f"  trainer MFU ({args.precision}): 6 x {params / 1e6:.0f}M x {statistics.median(trainer):.1f} tokens/s = "
-              f"{flops / 1e9:.1f} GFLOP/s, {flops / (peak * 1e9):.1%} of the {args.precision} matmul peak "
+        peak = peaks[args.train_precision]
+        print(f"  trainer MFU ({args.train_precision}): 6 x {params / 1e6:.0f}M x {statistics.median(trainer):.1f} tokens/s = "
+              f"{flops / 1e9:.1f} GFLOP/s, {flops / (peak * 1e9):.1%} of the {args.train_precision} matmul peak "
               f"{peak:.0f} GFLOP/s")
     return statistics.median(rollout), statistics.median(trainer)
 

@@ -156,7 +156,7 @@ def test_killed_training_resumes_without_duplicates(tiny_model, tmp_path):  # no
 
 
 def test_bf16_precision_trains_under_autocast_with_fp32_weights(tiny_model, tmp_path):  # noqa: F811
-    """precision = "bf16": TRL's forward/backward run under CPU bf16 autocast, the weights (and so
+    """train_precision = "bf16": TRL's forward/backward run under CPU bf16 autocast, the weights (and so
     the optimiser's master copy and the checkpoint) stay fp32; our own loop refuses it."""
     from reinagent.rl.policy import load_policy
 
@@ -169,11 +169,11 @@ def test_bf16_precision_trains_under_autocast_with_fp32_weights(tiny_model, tmp_
 
     model.model.register_forward_pre_hook(record)  # the decoder, inside whatever forward wrapper TRL adds
     settings = dict(env_name="arithmetic", max_turns=1, max_response_length=4, num_tasks=2, batch_size=1,
-                    group_size=2, max_steps=1, kl_coef=0.0, threads=1, precision="bf16")
+                    group_size=2, max_steps=1, kl_coef=0.0, threads=1, train_precision="bf16")
     agent = RLAgent(model=model, tokenizer=tokenizer, output_dir=str(tmp_path / "out"), **settings)
     agent.train()
     assert seen and set(seen) == {torch.bfloat16}, seen
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     ours = RLAgent(model=model, tokenizer=tokenizer, output_dir=str(tmp_path / "ours"), trainer="reinagent", **settings)
-    with pytest.raises(ConfigError, match="precision = 'bf16' trains through TRL only"):
+    with pytest.raises(ConfigError, match="train_precision = .bf16. trains through TRL only"):
         ours.train()

@@ -71,7 +71,7 @@ class RLAgentConfig(BaseModel):
     save_steps: int = Field(default=10, gt=0)  # trl trainer: a resumable checkpoint every N steps (and at the end)
     # trl trainer: "bf16" runs forward/backward under bf16 autocast, fp32 master weights and
     # optimiser state (rollouts stay fp32); whether it keeps the learning curve is not measured yet
-    precision: Literal["fp32", "bf16"] = "fp32"
+    train_precision: Literal["fp32", "bf16"] = "fp32"
     # DAPO's dynamic sampling: up to N rounds of replacing a group whose rewards are all equal (no
     # learning signal) by a fresh group of another training task; 0 keeps every group (sync trainers)
     dynamic_sampling: int = Field(default=0, ge=0)

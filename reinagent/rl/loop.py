@@ -185,9 +185,9 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     if launched_world() > 1 and not trl:
         raise ConfigError(f"a multi-process launch ({launched_world()} processes) trains through TRL only: set "
                           "trainer = \"trl\" with method grpo or reflect and async_mode = false, or run one process")
-    if cfg.precision != "fp32" and not trl:
-        raise ConfigError(f"precision = {cfg.precision!r} trains through TRL only: set trainer = \"trl\" with method "
-                          "grpo or reflect and async_mode = false, or precision = \"fp32\"")
+    if cfg.train_precision != "fp32" and not trl:
+        raise ConfigError(f"train_precision = {cfg.train_precision!r} trains through TRL only: set trainer = \"trl\" with method "
+                          "grpo or reflect and async_mode = false, or train_precision = \"fp32\"")
     rank = current_rank()
     own = rank.own_dir(out)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)

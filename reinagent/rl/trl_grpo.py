@@ -228,7 +228,7 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
                                   cfg.max_response_length * cfg.max_turns + cfg.max_obs_length * (cfg.max_turns - 1)),
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=1, report_to="none",
         seed=cfg.seed, data_seed=cfg.seed, use_cpu=not torch.cuda.is_available(),
-        bf16=cfg.precision == "bf16", fp16=False,  # bf16: autocast over fp32 master weights (CPU or GPU)
+        bf16=cfg.train_precision == "bf16", fp16=False,  # bf16: autocast over fp32 master weights (CPU or GPU)
         disable_dropout=True, dataloader_num_workers=0, disable_tqdm=True,
         # TRL turns gradient checkpointing on by default, which also turns the KV cache off; on a
         # CPU a small policy's activations fit, and recomputing the forward only costs time
