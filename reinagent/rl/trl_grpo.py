@@ -120,15 +120,20 @@ def step_seed(cfg: RLAgentConfig, step: int, rank: int) -> int:
     return cfg.seed * 100_003 + step + rank * 1_000_003
 
 
+def _slots(prompts: list[str], trainer: Any, by_id: dict[str, Any]) -> tuple[list[Any], int, Any]:
+    """What both rollout_funcs start from: one task per group of TRL's prompts, the step about to
+    be trained and the policy to sample from."""
+    tasks = [by_id[prompts[i]] for i in range(0, len(prompts), trainer.num_generations)]
+    return tasks, trainer.state.global_step + 1, trainer.accelerator.unwrap_model(trainer.model)
+
+
 def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str, Any], log: Any,
                       callback: MetricsCallback, rank: int = 0) -> Any:
     pool = list(by_id.values())
 
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         group = trainer.num_generations
-        tasks = [by_id[prompts[i]] for i in range(0, len(prompts), group)]
-        step = trainer.state.global_step + 1
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        tasks, step, model = _slots(prompts, trainer, by_id)
         started = time.perf_counter()
         episodes, callback.resampled = rollout.run_with_signal(
             model, tasks, pool, samples=group, temperature=cfg.temperature, version=step - 1,
@@ -153,10 +158,7 @@ def make_reflect_rollout_func(reflect: Any, cfg: RLAgentConfig, by_id: dict[str,
     pool = list(by_id.values())
 
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
-        per = trainer.num_generations
-        tasks = [by_id[prompts[i]] for i in range(0, len(prompts), per)]
-        step = trainer.state.global_step + 1
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        tasks, step, model = _slots(prompts, trainer, by_id)
         started, began = time.perf_counter(), time.time()
         played = reflect.play(model, tasks, pool, samples=cfg.group_size, temperature=cfg.temperature,
                               version=step - 1, seed=step_seed(cfg, step, rank), rounds=cfg.dynamic_sampling)
