@@ -15,6 +15,11 @@
 #   REFLECTION_TOKENS (64), RESPONSE_TOKENS (32), LIMIT_SCALE (1: multiplies each part's time limit),
 #   BUDGET (390: seconds for everything; a part's limit is cut to what is left, and a part with
 #   under 20 s left is skipped).
+# The wheels carried to a machine whose image has torch, transformers and accelerate but not the rest
+# of the rl extra (cp312; `pip download --no-deps --only-binary=:all: --python-version 3.12 ...`):
+#   pydantic==2.14.4 pydantic_core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5
+#   typing_extensions==4.16.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gguf==0.19.0
+#   math-verify==0.9.0 latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2 tenacity==9.2.1
 # Every part runs under `timeout` and a failed part does not stop the next one; each part prints
 # its exit status and seconds. Everything printed is also in OUTDIR/gpu_check.log.
 set -u -o pipefail
