@@ -54,9 +54,10 @@ batch_size = ${BATCH:-4}
 max_steps = $STEPS
 save_steps = 5
 learning_rate = ${LR:-1e-5}
-kl_coef = 0.04
+kl_coef = ${KL:-0.04}
+train_precision = "${TRAIN_PRECISION:-fp32}"
 temperature = ${TEMPERATURE:-0.7}
-dynamic_sampling = 2
+dynamic_sampling = ${DYNAMIC_SAMPLING:-2}
 TOML
 }
 toml reflect "$WORK/train-reflect" > "$WORK/reflect.toml"
@@ -97,5 +98,8 @@ evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR
   evaluate grpo "$WORK/train-grpo/checkpoint"
   evaluate reflect "$WORK/train-reflect/checkpoint"
   echo "# wall time $(( $(date +%s) - START )) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+  echo "== why: what the reflections say and whether the retry follows them (reinagent/rl/reflect_stats.py) =="
+  $PY -m reinagent.rl.reflect_stats "$WORK"
+  echo "== retry success after a trial-1 failure, REFLEXION against NONE over the tasks both failed =="
   $PY -m reinagent.rl.compare "$WORK/eval"
 } 2>&1 | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "^  rollouts: " | tee "$OUT"

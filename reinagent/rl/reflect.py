@@ -234,11 +234,16 @@ def log_step(store: Any, step: int, played: Played, started: float) -> None:
     """Every first attempt (`TASK@first`) and every retry (`TASK@K`, the reflection it read in
     `memory` and `trajectory.extra`) of the step, as TrialRecords with trial = step."""
     now = time.time()
-    for _, first, ok in played.attempts:
+
+    def gold(task: Task) -> dict[str, str]:  # kept for reflect_stats: does a reflection state it?
+        answer = getattr(task, "answer", None)
+        return {} if answer is None else {"gold": str(answer)}
+
+    for task, first, ok in played.attempts:
         store.append(TrialRecord(
             task_id=f"{first.task_id}@first", trial=step, success=ok, reward=float(ok), answer=first.answer,
             trajectory=first.trajectory(), started_at=started, finished_at=now,
-            evaluation={"turns": first.turns, "end_reason": first.end_reason, "first_attempt": True}))
+            evaluation={"turns": first.turns, "end_reason": first.end_reason, "first_attempt": True, **gold(task)}))
     for group in played.groups:
         first = group.first
         for k, pair in enumerate(group.pairs):
@@ -251,7 +256,7 @@ def log_step(store: Any, step: int, played: Played, started: float) -> None:
             store.append(TrialRecord(
                 task_id=f"{first.task_id}@{k}", trial=step, success=pair.success, reward=float(pair.success),
                 answer=pair.retry.answer, trajectory=trajectory, memory=[pair.text] if pair.text else [],
-                evaluation={"turns": pair.retry.turns, "end_reason": pair.retry.end_reason},
+                evaluation={"turns": pair.retry.turns, "end_reason": pair.retry.end_reason, **gold(group.task)},
                 started_at=started, finished_at=now))
 
 
