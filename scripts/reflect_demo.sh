@@ -32,6 +32,11 @@ PY=${PYTHON:-.venv/bin/python}
 REINAGENT=${REINAGENT:-$PY -m reinagent.cli}
 mkdir -p "$WORK"
 OUT="$WORK/reflect_demo_output.txt"
+# --deterministic decodes one sequence at a time (greedy text independent of batching: the same first
+# attempts under both strategies, exactly) at about a fifth of the batched engine's speed; by default
+# the engine batches, and the comparison pairs over the tasks both strategies failed at trial 1
+# (reinagent/rl/compare.py says when first attempts differed).
+DETERMINISTIC=$([ "${DETERMINISTIC:-0}" = 1 ] && echo --deterministic || echo --no-deterministic)
 BASE=$($PY -c 'from reinagent.distil.train import resolve_base_model; print(resolve_base_model("local"))')
 
 toml() {  # $1 method, $2 output dir
@@ -78,7 +83,7 @@ evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR
     else
       $REINAGENT run --benchmark arithmetic20 --split test --num-envs "$NUM_TEST" --num-trials 2 \
         --strategy "$strategy" --model "local:$2" --temperature "${RETRY_TEMPERATURE:-0.7}" \
-        --max-tokens "${RESPONSE_TOKENS:-32}" --first-trial-temperature 0 --deterministic --seed 0 \
+        --max-tokens "${RESPONSE_TOKENS:-32}" --first-trial-temperature 0 $DETERMINISTIC --seed 0 \
         --run-dir "$WORK/eval/$1-$strategy" --quiet >/dev/null
     fi
     echo "$1 $strategy: $($PY -c "from reinagent.report.significance import retry_line; from reinagent.report.summary import summarize; print(retry_line(summarize('$WORK/eval/$1-$strategy')))")"
