@@ -7,14 +7,19 @@
 All of them run on OpenVINO GenAI (`reinagent.llm.openvino`) in one of two precisions:
 
     fast    a GGUF file read directly (its quantised weights; no conversion, no torch), an IR
-            directory with the CPU's default inference precision (bf16 where it has it)
+            directory with the CPU's default inference precision (bf16 where it has it), a HF
+            directory of the embedded model's family and tokenizer written once as an F16 GGUF
+            file (`reinagent.llm.gguf_export`: the checkpoint's weights, the embedded GGUF's
+            metadata) and read as the embedded file is
     exact   f32 inference on an f32 OpenVINO IR: the same greedy text as transformers in f32.
             A GGUF file is dequantised once into a HF directory (`converted_dir`) and that is
             exported once with optimum-intel into an IR beside it (`ir_dir`); a HF directory is
             exported the same way. Both copies live under the cache root, keyed by the source.
 
-A HF directory has no GGUF to read, so it is exported in both precisions. transformers itself
-(`--model hf:PATH`, reinagent.llm.hf) stays for training, distillation, RL and CUDA machines.
+A HF directory that cannot take the OpenVINO route (another family or tokenizer at `fast`; `exact`
+without optimum-intel) runs on transformers, as `hf:PATH` would, and make_llm says why in one
+line (`transformers_reason`). transformers itself (`--model hf:PATH`, reinagent.llm.hf) stays for
+training, distillation, RL and CUDA machines.
 """
 
 from __future__ import annotations
@@ -72,9 +77,9 @@ def can_export() -> bool:
 def check_exportable(source: Path, precision: str) -> None:
     """A ConfigError now, not a failed load later, when the source needs an export we cannot make."""
     kind = kind_of(source)
-    needs = kind == "hf" or (kind == "gguf" and precision == "exact")
+    needs = kind != "ir" and precision == "exact"  # a HF directory at fast is written as GGUF (gguf_export)
     if needs and not can_export():
-        what = "precision 'exact'" if kind == "gguf" else f"model directory {source} (a Hugging Face checkpoint)"
+        what = "precision 'exact'" if kind == "gguf" else f"precision 'exact' on model directory {source} (a Hugging Face checkpoint)"
         raise ConfigError(f"{what} needs a one-off OpenVINO IR export, which needs optimum-intel: {EXPORT_HINT}")
 
 
@@ -84,6 +89,11 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
     kind = kind_of(source)
     if kind == "ir" or (kind == "gguf" and precision == "fast"):
         return Prepared(source, kind)
+    if kind == "hf" and precision == "fast":
+        from reinagent.llm.gguf_export import prepared_gguf
+
+        path, written = prepared_gguf(source, root)
+        return Prepared(path, "exported" if written else "cache")
     check_exportable(source, precision)
     made = False
     folder = source
@@ -97,6 +107,19 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
         export_ir(folder, target)
         made = True
     return Prepared(target, "exported" if made else "cache")
+
+
+def transformers_reason(source: Path, precision: str | None = None) -> str | None:
+    """None when `local:source` runs on OpenVINO; for a HF directory that cannot, why (one line,
+    for stderr): it then runs on transformers, as hf:PATH does."""
+    if kind_of(source) != "hf":
+        return None
+    if check_precision(precision) == "exact":
+        return None if can_export() else "precision exact on a HF directory needs optimum-intel (an f32 IR); running it on transformers (f32) instead"
+    from reinagent.llm.gguf_export import mismatch
+
+    why = mismatch(source)
+    return None if why is None else f"not the embedded model's family and tokenizer ({why}); running it on transformers instead"
 
 
 def ir_dir(hf_folder: Path, root: str | None = None) -> Path:
@@ -223,10 +246,13 @@ def _dequantize_kwargs() -> dict[str, Any]:
 
 
 def _remove_stale(target: Path) -> None:
-    """Temporary directories of conversions killed more than an hour ago."""
+    """Temporary folders (or files) of conversions killed more than an hour ago."""
     for old in target.parent.glob(f".{target.name}.tmp-*"):
         if time.time() - old.stat().st_mtime > 3600:
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)  # a GGUF file (gguf_export.write_gguf)
 
 
 _existing = existing  # reinagent.distil.train's name for it

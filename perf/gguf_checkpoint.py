@@ -1,0 +1,93 @@
+"""`local:HF_DIR` on OpenVINO (the checkpoint written as GGUF) against transformers on the same dir.
+
+    .venv/bin/python perf/gguf_checkpoint.py                        # F16, F32, Q8_0 vs transformers
+    .venv/bin/python perf/gguf_checkpoint.py --types F16 --n 10     # a quick run
+    .venv/bin/python perf/gguf_checkpoint.py --hf DIR               # another checkpoint (the embedded family)
+
+Workload: the actor prompts of the first N arithmetic20 test tasks (system, few-shot examples,
+question), greedy, --new-tokens new tokens, no stop string. transformers (`hf:DIR`, f32, one
+generate() at a time, as a run uses it) against OpenVINO GenAI on the GGUF copy of the same
+directory (reinagent.llm.gguf_export) in each tensor type, all N prompts submitted at once
+(continuous batching, 8 at a time). Agreement = how many of the N greedy texts equal
+transformers'. Tokens/s = generated tokens / wall seconds (the model load is timed apart).
+F32 is written too but OpenVINO GenAI 2026.4's GGUF reader refuses F32 matrices ("Unsupported
+quantization type"): the script prints that line instead of figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from reinagent.llm.base import GenerationParams  # noqa: E402
+
+
+def prompts(n: int):
+    from reinagent.benchmarks import make
+    from reinagent.config import build_config
+    from reinagent.memory import MemoryView
+    from reinagent.strategy import ReflexionStrategy
+
+    config = build_config(benchmark="arithmetic20", model="local")
+    bench = make("arithmetic20")
+    agent = bench.make_agent("cot", config)
+    tasks = bench.load_tasks("test")[:n]
+    return [agent.prompt(task, MemoryView(1, ReflexionStrategy.NONE)) for task in tasks]
+
+
+async def timed(llm, chats, new_tokens: int, together: bool) -> tuple[list[str], int, float, float]:
+    params = GenerationParams(max_tokens=new_tokens)
+    started = time.perf_counter()
+    await llm.generate(chats[0][:1], GenerationParams(max_tokens=1))  # loads (and writes the GGUF)
+    load = time.perf_counter() - started
+    started = time.perf_counter()
+    if together:
+        done = await asyncio.gather(*(llm.generate(c, params) for c in chats))
+    else:
+        done = [await llm.generate(c, params) for c in chats]
+    wall = time.perf_counter() - started
+    await llm.aclose()
+    return [c.text for c in done], sum(c.completion_tokens for c in done), wall, load
+
+
+def main() -> None:
+    from reinagent.llm import gguf_export, make_llm
+    from reinagent.llm.local import converted_dir, embedded_gguf
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--hf", type=Path, default=None, help="a HF directory of the embedded family (default: the dequantised embedded model)")
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--new-tokens", type=int, default=32)
+    ap.add_argument("--types", default="F16,Q8_0,F32")
+    args = ap.parse_args()
+    hf = args.hf or converted_dir(embedded_gguf())
+    chats = prompts(args.n)
+    ref, tokens, wall, load = asyncio.run(timed(make_llm(f"hf:{hf}"), chats, args.new_tokens, together=False))
+    print(f"{'engine':<22} {'agree':>6} {'tokens':>7} {'wall s':>7} {'tok/s':>7} {'load s':>7}")
+    print(f"{'transformers f32 x1':<22} {args.n:>3}/{args.n:<2} {tokens:>7} {wall:>7.1f} {tokens / wall:>7.1f} {load:>7.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.types.split(","):
+            tensor_type = kind
+            target = Path(tmp) / f"ckpt-{tensor_type}.gguf"
+            if not target.is_file():
+                started = time.perf_counter()
+                gguf_export.write_gguf(hf, target, tensor_type)
+                print(f"  wrote {tensor_type} in {time.perf_counter() - started:.1f} s ({target.stat().st_size / 2**20:.0f} MiB)")
+            try:
+                texts, tokens, wall, load = asyncio.run(timed(make_llm(f"local:{target}"), chats, args.new_tokens, together=True))
+            except Exception as err:  # noqa: BLE001 - a type the reader refuses: say so, go on
+                print(f"openvino {kind} x8: {str(err).splitlines()[-1]}")
+                continue
+            agree = sum(a == b for a, b in zip(texts, ref, strict=True))
+            label = f"openvino {kind} x8"
+            print(f"{label:<22} {agree:>3}/{args.n:<2} {tokens:>7} {wall:>7.1f} {tokens / wall:>7.1f} {load:>7.1f}")
+
+
+if __name__ == "__main__":
+    main()

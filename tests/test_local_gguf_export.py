@@ -1,0 +1,223 @@
+"""`local:HF_DIR` on OpenVINO: a checkpoint of the embedded model written once as GGUF
+(reinagent.llm.gguf_export), checked on the real dequantised embedded model.
+
+The round trip reads the written file back with transformers' own GGUF loader (an independent
+reading of llama.cpp's layout, q/k permutation included) and compares every tensor with the
+source. The engine test compares OpenVINO's greedy reply with transformers' on the same
+directory. Nothing here asserts timing."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reinagent.errors import ConfigError
+from reinagent.llm import gguf_export, local, make_llm, on_openvino
+from reinagent.llm.base import GenerationParams
+from reinagent.records import Message
+
+
+def _embedded_available() -> bool:
+    try:
+        local.embedded_gguf()
+    except ConfigError:
+        return False
+    return all(importlib.util.find_spec(m) is not None for m in ("transformers", "gguf", "safetensors", "openvino_genai"))
+
+
+pytestmark = pytest.mark.skipif(not _embedded_available(), reason="needs the embedded model and the local and hf extras")
+
+QUESTION = [Message(role="system", content="You add and subtract numbers from 0 to 19. Reply with exactly two lines:\n"
+                                           "Thought: <the calculation>\nAction: Finish[<number>]"),
+            Message(role="user", content="Question: What is 17 - 9?")]
+
+
+@pytest.fixture(scope="module")
+def hf_dir() -> Path:
+    """The dequantised embedded model: a plain HF directory, as training writes one."""
+    folder = local.converted_dir(local.embedded_gguf())
+    if not (folder / "config.json").is_file():
+        local.convert_gguf(local.embedded_gguf(), folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory, hf_dir) -> Path:
+    """A private cache root holding the default (F16) GGUF copy of `hf_dir`, written once."""
+    root = tmp_path_factory.mktemp("cache")
+    gguf_export.write_gguf(hf_dir, gguf_export.gguf_file(hf_dir, str(root)))
+    return root
+
+
+def like(hf_dir: Path, into: Path, **config) -> Path:
+    """A checkpoint folder sharing `hf_dir`'s weights and tokenizer (links), its config changed."""
+    into.mkdir()
+    for item in hf_dir.iterdir():
+        if item.name != "config.json":
+            (into / item.name).symlink_to(item)
+    data = json.loads((hf_dir / "config.json").read_text())
+    (into / "config.json").write_text(json.dumps({**data, **config}))
+    return into
+
+
+# ----- the file: names, layout, values --------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tensor_type", ["F32", "F16"])
+def test_round_trip_through_transformers_gguf_loader(hf_dir, cache, tmp_path, tensor_type):
+    """Every tensor transformers reads back from our file equals the source (F32), or the
+    source rounded to fp16 (F16; the RMS norms stay F32). Without llama.cpp's q/k permutation
+    (or with k permuted by the query heads) attn q/k come back scrambled and this fails."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    if tensor_type == "F16":
+        path = gguf_export.gguf_file(hf_dir, str(cache))  # the default type, written by the fixture
+    else:
+        path = tmp_path / "m.gguf"
+        gguf_export.write_gguf(hf_dir, path, tensor_type)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    back = model.state_dict()
+    source = load_file(str(hf_dir / "model.safetensors"))
+    assert source and set(source) <= set(back)
+    for name, value in source.items():
+        want = value.half().float() if tensor_type == "F16" and value.dim() > 1 else value
+        assert torch.equal(back[name], want), name
+
+
+def test_tensor_names_and_permutation_are_llama_cpps():
+    import numpy as np
+
+    assert gguf_export.gguf_name("model.embed_tokens.weight") == "token_embd.weight"
+    assert gguf_export.gguf_name("model.layers.12.self_attn.k_proj.weight") == "blk.12.attn_k.weight"
+    assert gguf_export.gguf_name("model.layers.3.mlp.down_proj.weight") == "blk.3.ffn_down.weight"
+    assert gguf_export.gguf_name("lm_head.weight") == "output.weight"
+    assert gguf_export.gguf_name("model.layers.0.self_attn.rotary_emb.inv_freq") is None
+    # one head of dimension 4: rows (0, 1 | 2, 3) in rotate-half order -> pairs (0, 2), (1, 3)
+    rows = np.arange(4).reshape(4, 1)
+    assert gguf_export.permute(rows, 1).ravel().tolist() == [0, 2, 1, 3]
+    # k: 2 query heads over 1 KV head permute as 1 head
+    assert gguf_export.permute(np.arange(4).reshape(4, 1), 2, 1).ravel().tolist() == [0, 2, 1, 3]
+
+
+def test_a_failed_write_leaves_no_file(hf_dir, tmp_path, monkeypatch):
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(gguf_export, "_add", fail)
+    target = tmp_path / "out" / "m.gguf"
+    with pytest.raises(OSError, match="disk full"):
+        gguf_export.write_gguf(hf_dir, target)
+    assert list(target.parent.iterdir()) == []
+
+
+# ----- routing and the engine -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cache, monkeypatch):
+    from reinagent.llm.hf import HFLLM
+    from reinagent.llm.openvino import OpenVINOLLM
+
+    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(cache))
+    llm = make_llm(f"local:{hf_dir}")
+    assert isinstance(llm, OpenVINOLLM) and on_openvino(f"local:{hf_dir}")
+    assert isinstance(make_llm(f"hf:{hf_dir}"), HFLLM)  # hf:PATH stays transformers
+
+    async def both():
+        params = GenerationParams(max_tokens=24)
+        ov = await llm.generate(QUESTION, params)
+        info = llm.load_info
+        await llm.aclose()
+        hf = make_llm(f"hf:{hf_dir}")
+        return ov, info, await hf.generate(QUESTION, params)
+
+    ov, info, hf = asyncio.run(both())
+    assert info["engine"] == "openvino-genai" and info["source"] == "cache"  # the fixture's file, reused
+    assert info["path"] == str(gguf_export.gguf_file(hf_dir, str(cache)))
+    assert "Finish[8]" in hf.text
+    assert ov.text == hf.text and ov.completion_tokens == hf.completion_tokens
+
+
+def test_another_family_falls_back_to_transformers_with_one_line(hf_dir, tmp_path, capsys):
+    from reinagent.llm.hf import HFLLM
+
+    other = like(hf_dir, tmp_path / "small", num_hidden_layers=2)
+    llm = make_llm(f"local:{other}")
+    assert isinstance(llm, HFLLM) and not on_openvino(f"local:{other}")
+    make_llm(f"local:{other}")  # the reflector's copy: said once
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "num_hidden_layers 2" in lines[0] and "transformers" in lines[0]
+    assert lines[0].startswith(f"local:{other}: ") and "Traceback" not in lines[0]
+
+
+def test_another_tokenizer_falls_back(hf_dir, tmp_path):
+    other = like(hf_dir, tmp_path / "tok")
+    (other / "tokenizer.json").unlink()
+    tok = json.loads((hf_dir / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    a, b = "hello", "world"
+    vocab[a], vocab[b] = vocab[b], vocab[a]  # two ids swapped: another tokenizer
+    (other / "tokenizer.json").write_text(json.dumps(tok))
+    assert "vocabulary" in gguf_export.mismatch(other)
+    assert not on_openvino(f"local:{other}")
+    other2 = like(hf_dir, tmp_path / "qwen", model_type="qwen2", architectures=["Qwen2ForCausalLM"])
+    assert "qwen2" in gguf_export.mismatch(other2)
+
+
+def test_exact_on_a_hf_dir_keeps_the_optimum_export(hf_dir, monkeypatch):
+    monkeypatch.setattr(local, "can_export", lambda: False)
+    assert local.transformers_reason(hf_dir, "exact").startswith("precision exact on a HF directory needs optimum-intel")
+    assert not on_openvino(f"local:{hf_dir}", "exact")
+    with pytest.raises(ConfigError, match="optimum-intel"):
+        local.check_exportable(hf_dir, "exact")
+    local.check_exportable(hf_dir, "fast")  # fast needs no export tool: the GGUF writer
+    monkeypatch.setattr(local, "can_export", lambda: True)
+    assert on_openvino(f"local:{hf_dir}", "exact")
+
+
+# ----- the cache --------------------------------------------------------------------------------
+
+
+def test_cache_reuses_the_file_and_a_newer_config_writes_a_new_one(hf_dir, tmp_path, monkeypatch):
+    """Keyed like the IR export: the resolved path and config.json's mtime (and the tensor type)."""
+    ckpt = like(hf_dir, tmp_path / "ckpt")
+    written: list[Path] = []
+
+    def counting(folder, target, tensor_type=None):  # the writer itself is the round trip's test
+        written.append(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"GGUF")
+
+    monkeypatch.setattr(gguf_export, "write_gguf", counting)
+    root = str(tmp_path / "cache")
+    first = local.prepare(ckpt, "fast", root)
+    assert first.source == "exported" and first.path.is_file() and first.path.parent == Path(root) / "models"
+    inode = first.path.stat().st_ino
+    again = local.prepare(ckpt, "fast", root)
+    assert again == local.Prepared(first.path, "cache") and len(written) == 1 and first.path.stat().st_ino == inode
+    st = (ckpt / "config.json").stat()
+    os.utime(ckpt / "config.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # training wrote it again
+    newer = local.prepare(ckpt, "fast", root)
+    assert newer.source == "exported" and newer.path != first.path and len(written) == 2
+    assert sorted(p.name for p in (Path(root) / "models").iterdir()) == sorted([first.path.name, newer.path.name])
+
+
+@pytest.mark.slow
+def test_preflight_asks_for_both_extras_for_a_checkpoint_on_openvino(hf_dir, tmp_path):
+    from reinagent.config import build_config
+    from reinagent.experiment import preflight_settings
+    from reinagent.preflight import needed_extras
+
+    other = like(hf_dir, tmp_path / "small", num_hidden_layers=2)
+    assert needed_extras(preflight_settings(build_config(model=f"local:{hf_dir}"))) == ["local", "hf"]
+    assert needed_extras(preflight_settings(build_config(model=f"local:{other}"))) == ["hf"]
+    shutil.rmtree(other)
