@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -65,12 +66,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=30)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--types", default="F16,Q8_0,F32")
+    ap.add_argument("--texts", type=Path, help="write every engine's texts to this JSON file (transformers' under 'transformers')")
+    ap.add_argument("--reference", type=Path, help="take transformers' texts from an earlier --texts file instead of running it")
     args = ap.parse_args()
     hf = args.hf or converted_dir(embedded_gguf())
     chats = prompts(args.n)
-    ref, tokens, wall, load = asyncio.run(timed(make_llm(f"hf:{hf}"), chats, args.new_tokens, together=False))
     print(f"{'engine':<22} {'agree':>6} {'tokens':>7} {'wall s':>7} {'tok/s':>7} {'load s':>7}")
-    print(f"{'transformers f32 x1':<22} {args.n:>3}/{args.n:<2} {tokens:>7} {wall:>7.1f} {tokens / wall:>7.1f} {load:>7.1f}")
+    if args.reference:
+        ref = json.loads(args.reference.read_text())["transformers"][:args.n]
+    else:
+        ref, tokens, wall, load = asyncio.run(timed(make_llm(f"hf:{hf}"), chats, args.new_tokens, together=False))
+        print(f"{'transformers f32 x1':<22} {args.n:>3}/{args.n:<2} {tokens:>7} {wall:>7.1f} {tokens / wall:>7.1f} {load:>7.1f}")
+    saved = {"transformers": ref}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.types.split(","):
             tensor_type = kind
@@ -85,8 +92,11 @@ def main() -> None:
                 print(f"openvino {kind} x8: {str(err).splitlines()[-1]}")
                 continue
             agree = sum(a == b for a, b in zip(texts, ref, strict=True))
+            saved[kind] = texts
             label = f"openvino {kind} x8"
             print(f"{label:<22} {agree:>3}/{args.n:<2} {tokens:>7} {wall:>7.1f} {tokens / wall:>7.1f} {load:>7.1f}")
+    if args.texts:
+        args.texts.write_text(json.dumps(saved, indent=1))
 
 
 if __name__ == "__main__":

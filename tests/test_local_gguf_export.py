@@ -20,7 +20,6 @@ import pytest
 from reinagent.errors import ConfigError
 from reinagent.llm import gguf_export, local, make_llm, on_openvino
 from reinagent.llm.base import GenerationParams
-from reinagent.records import Message
 
 
 def _embedded_available() -> bool:
@@ -32,10 +31,6 @@ def _embedded_available() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _embedded_available(), reason="needs the embedded model and the local and hf extras")
-
-QUESTION = [Message(role="system", content="You add and subtract numbers from 0 to 19. Reply with exactly two lines:\n"
-                                           "Thought: <the calculation>\nAction: Finish[<number>]"),
-            Message(role="user", content="Question: What is 17 - 9?")]
 
 
 @pytest.fixture(scope="module")
@@ -124,27 +119,39 @@ def test_a_failed_write_leaves_no_file(hf_dir, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cache, monkeypatch):
+    """The agreement measure (docs/cli.md "Models"): of 4 arithmetic20 actor prompts answered
+    together (8 in flight), at least 3 greedy texts equal transformers f32's. Not all 4: the CPU
+    plugin computes in bf16 where the CPU has it, which flips near-tie tokens (25 of 30 equal in
+    perf/gguf_checkpoint.py; 30 of 30 with f32 inference). A wrong layout agrees on none."""
+    from reinagent.benchmarks import make
+    from reinagent.config import build_config
     from reinagent.llm.hf import HFLLM
     from reinagent.llm.openvino import OpenVINOLLM
+    from reinagent.memory import MemoryView
+    from reinagent.strategy import ReflexionStrategy
 
     monkeypatch.setenv("REINAGENT_CACHE_DIR", str(cache))
     llm = make_llm(f"local:{hf_dir}")
     assert isinstance(llm, OpenVINOLLM) and on_openvino(f"local:{hf_dir}")
     assert isinstance(make_llm(f"hf:{hf_dir}"), HFLLM)  # hf:PATH stays transformers
+    bench = make("arithmetic20")
+    agent = bench.make_agent("cot", build_config(benchmark="arithmetic20", model="local"))
+    chats = [agent.prompt(task, MemoryView(1, ReflexionStrategy.NONE)) for task in bench.load_tasks("test")[:4]]
+    params = GenerationParams(max_tokens=24)
 
     async def both():
-        params = GenerationParams(max_tokens=24)
-        ov = await llm.generate(QUESTION, params)
+        ov = await asyncio.gather(*(llm.generate(chat, params) for chat in chats))
         info = llm.load_info
         await llm.aclose()
         hf = make_llm(f"hf:{hf_dir}")
-        return ov, info, await hf.generate(QUESTION, params)
+        return ov, info, [await hf.generate(chat, params) for chat in chats]
 
     ov, info, hf = asyncio.run(both())
     assert info["engine"] == "openvino-genai" and info["source"] == "cache"  # the fixture's file, reused
     assert info["path"] == str(gguf_export.gguf_file(hf_dir, str(cache)))
-    assert "Finish[8]" in hf.text
-    assert ov.text == hf.text and ov.completion_tokens == hf.completion_tokens
+    assert all(c.text for c in hf)
+    equal = sum(a.text == b.text for a, b in zip(ov, hf, strict=True))
+    assert equal >= 3, [(a.text, b.text) for a, b in zip(ov, hf, strict=True)]
 
 
 def test_another_family_falls_back_to_transformers_with_one_line(hf_dir, tmp_path, capsys):
