@@ -84,7 +84,7 @@ def main() -> None:
             target = Path(tmp) / f"ckpt-{tensor_type}.gguf"
             if not target.is_file():
                 started = time.perf_counter()
-                gguf_export.write_gguf(hf, target, tensor_type)
+                gguf_export.write_gguf(hf, target, embedded_gguf(), tensor_type)
                 print(f"  wrote {tensor_type} in {time.perf_counter() - started:.1f} s ({target.stat().st_size / 2**20:.0f} MiB)")
             try:
                 texts, tokens, wall, load = asyncio.run(timed(make_llm(f"local:{target}"), chats, args.new_tokens, together=True))

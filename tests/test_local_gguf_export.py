@@ -46,7 +46,7 @@ def hf_dir() -> Path:
 def cache(tmp_path_factory, hf_dir) -> Path:
     """A private cache root holding the default (F16) GGUF copy of `hf_dir`, written once."""
     root = tmp_path_factory.mktemp("cache")
-    gguf_export.write_gguf(hf_dir, gguf_export.gguf_file(hf_dir, str(root)))
+    gguf_export.write_gguf(hf_dir, gguf_export.gguf_file(hf_dir, local.models_cache(str(root))), local.embedded_gguf())
     return root
 
 
@@ -75,10 +75,10 @@ def test_round_trip_through_transformers_gguf_loader(hf_dir, cache, tmp_path, te
     from transformers import AutoModelForCausalLM
 
     if tensor_type == "F16":
-        path = gguf_export.gguf_file(hf_dir, str(cache))  # the default type, written by the fixture
+        path = gguf_export.gguf_file(hf_dir, local.models_cache(str(cache)))  # the default type, written by the fixture
     else:
         path = tmp_path / "m.gguf"
-        gguf_export.write_gguf(hf_dir, path, tensor_type)
+        gguf_export.write_gguf(hf_dir, path, local.embedded_gguf(), tensor_type)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     back = model.state_dict()
     source = load_file(str(hf_dir / "model.safetensors"))
@@ -110,7 +110,7 @@ def test_a_failed_write_leaves_no_file(hf_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(gguf_export, "_add", fail)
     target = tmp_path / "out" / "m.gguf"
     with pytest.raises(OSError, match="disk full"):
-        gguf_export.write_gguf(hf_dir, target)
+        gguf_export.write_gguf(hf_dir, target, local.embedded_gguf())
     assert list(target.parent.iterdir()) == []
 
 
@@ -148,7 +148,7 @@ def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cac
 
     ov, info, hf = asyncio.run(both())
     assert info["engine"] == "openvino-genai" and info["source"] == "cache"  # the fixture's file, reused
-    assert info["path"] == str(gguf_export.gguf_file(hf_dir, str(cache)))
+    assert info["path"] == str(gguf_export.gguf_file(hf_dir, local.models_cache(str(cache))))
     assert all(c.text for c in hf)
     equal = sum(a.text == b.text for a, b in zip(ov, hf, strict=True))
     assert equal >= 3, [(a.text, b.text) for a, b in zip(ov, hf, strict=True)]
@@ -174,10 +174,10 @@ def test_another_tokenizer_falls_back(hf_dir, tmp_path):
     a, b = "hello", "world"
     vocab[a], vocab[b] = vocab[b], vocab[a]  # two ids swapped: another tokenizer
     (other / "tokenizer.json").write_text(json.dumps(tok))
-    assert "vocabulary" in gguf_export.mismatch(other)
+    assert "vocabulary" in gguf_export.mismatch(other, local.embedded_gguf())
     assert not on_openvino(f"local:{other}")
     other2 = like(hf_dir, tmp_path / "qwen", model_type="qwen2", architectures=["Qwen2ForCausalLM"])
-    assert "qwen2" in gguf_export.mismatch(other2)
+    assert "qwen2" in gguf_export.mismatch(other2, local.embedded_gguf())
 
 
 def test_exact_on_a_hf_dir_keeps_the_optimum_export(hf_dir, monkeypatch):
@@ -199,7 +199,7 @@ def test_cache_reuses_the_file_and_a_newer_config_writes_a_new_one(hf_dir, tmp_p
     ckpt = like(hf_dir, tmp_path / "ckpt")
     written: list[Path] = []
 
-    def counting(folder, target, tensor_type=None):  # the writer itself is the round trip's test
+    def counting(folder, target, reference, tensor_type=None):  # the writer itself is the round trip's test
         written.append(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(b"GGUF")

@@ -31,6 +31,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import time
 import uuid
 from functools import lru_cache
 from pathlib import Path
@@ -78,39 +79,33 @@ def permute(weights, n_head: int, n_head_kv: int | None = None):
     return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def gguf_file(hf_folder: Path, root: str | None = None, tensor_type: str | None = None) -> Path:
-    """Where the GGUF copy of `hf_folder` lives: under the models cache, keyed like
+def gguf_file(hf_folder: Path, cache: Path, tensor_type: str | None = None) -> Path:
+    """Where the GGUF copy of `hf_folder` lives in the models folder `cache`: keyed like
     `reinagent.llm.local.ir_dir` (the resolved path and config.json's mtime) and the tensor type."""
-    from reinagent.llm.local import models_cache
-
     tensor_type = tensor_type or TENSOR_TYPE
     st = (hf_folder / "config.json").stat()
     key = hashlib.sha256(f"{hf_folder.resolve()}:{st.st_mtime_ns}:{tensor_type}".encode()).hexdigest()[:10]
-    return models_cache(root) / f"{hf_folder.name}-{key}-{tensor_type.lower()}.gguf"
+    return cache / f"{hf_folder.name}-{key}-{tensor_type.lower()}.gguf"
 
 
-def mismatch(hf_folder: Path) -> str | None:
-    """None when `hf_folder` can be written as the embedded model's GGUF; otherwise why not, in
-    a few words. Cached per folder and config/tokenizer mtimes (it reads the embedded tokenizer,
-    seconds); a folder whose GGUF copy is in the cache passed it when that was written."""
-    if gguf_file(hf_folder).is_file():
-        return None
+def mismatch(hf_folder: Path, reference: Path) -> str | None:
+    """None when `hf_folder` can be written as a GGUF file with the metadata of `reference` (the
+    embedded model's GGUF); otherwise why not, in a few words. Cached per folder and
+    config/tokenizer mtimes (it reads the reference's tokenizer: seconds)."""
     stamps = tuple(_mtime(hf_folder / name) for name in ("config.json", "tokenizer.json"))
-    return _mismatch(str(hf_folder.resolve()), stamps)
+    return _mismatch(str(hf_folder.resolve()), str(reference), stamps)
 
 
 @lru_cache(maxsize=32)
-def _mismatch(folder: str, _stamps: tuple) -> str | None:
+def _mismatch(folder: str, reference: str, _stamps: tuple) -> str | None:
     hf = Path(folder)
     missing = [name for name in _NEEDS if importlib.util.find_spec(name) is None]
     if missing:
         return f"writing it as GGUF needs {', '.join(missing)} (pip install 'reinagent[hf]')"
-    from reinagent.llm.local import embedded_gguf
-
     config = json.loads((hf / "config.json").read_text())
     if config.get("model_type") != "llama" or "LlamaForCausalLM" not in (config.get("architectures") or []):
         return f"model_type {config.get('model_type')!r} is not the embedded model's llama (LlamaForCausalLM)"
-    fields = _reference(str(embedded_gguf()))
+    fields = _reference(reference)
     for name, key in _SHAPE.items():
         if config.get(name) != fields[key]:
             return f"{name} {config.get(name)} differs from the embedded model's {fields[key]}"
@@ -188,21 +183,20 @@ def _mtime(path: Path) -> int:
     return path.stat().st_mtime_ns if path.exists() else 0
 
 
-def write_gguf(hf_folder: Path, target: Path, tensor_type: str | None = None) -> None:
-    """Write `hf_folder` (checked by `mismatch`) as a GGUF file at `target`: to a temporary
-    sibling first, renamed into place when complete (a killed write leaves no half file)."""
+def write_gguf(hf_folder: Path, target: Path, reference: Path, tensor_type: str | None = None) -> None:
+    """Write `hf_folder` (checked by `mismatch`) as a GGUF file at `target` with the metadata of
+    `reference`: to a temporary sibling first, renamed into place when complete (a killed write
+    leaves no half file; one killed over an hour ago is removed)."""
     import gguf
     from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter
     from safetensors import safe_open
-
-    from reinagent.llm.local import _remove_stale, embedded_gguf
 
     tensor_type = tensor_type or TENSOR_TYPE
     if tensor_type not in TENSOR_TYPES:
         from reinagent.errors import ConfigError
 
         raise ConfigError(f"GGUF tensor type must be one of {', '.join(TENSOR_TYPES)}, got {tensor_type!r}")
-    reason = mismatch(hf_folder)
+    reason = mismatch(hf_folder, reference)
     if reason:
         from reinagent.errors import ConfigError
 
@@ -211,11 +205,13 @@ def write_gguf(hf_folder: Path, target: Path, tensor_type: str | None = None) ->
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
     tied = config.get("tie_word_embeddings", True)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(target)
+    for old in target.parent.glob(f".{target.name}.tmp-*"):
+        if time.time() - old.stat().st_mtime > 3600:
+            old.unlink(missing_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     writer = GGUFWriter(str(tmp), "llama")
     try:
-        for name, field in gguf.GGUFReader(str(embedded_gguf())).fields.items():
+        for name, field in gguf.GGUFReader(str(reference)).fields.items():
             if name.startswith("GGUF.") or name in ("general.architecture", "general.file_type"):
                 continue  # the writer's own header; the file type is this file's
             if name == "tokenizer.chat_template" and _chat_template(hf_folder):
@@ -266,12 +262,3 @@ def _chat_template(hf: Path) -> str | None:
     config = hf / "tokenizer_config.json"
     template = json.loads(config.read_text()).get("chat_template") if config.is_file() else None
     return template if isinstance(template, str) else None
-
-
-def prepared_gguf(hf_folder: Path, root: str | None = None) -> tuple[Path, bool]:
-    """The GGUF copy of `hf_folder`, written now if it is not in the cache; (path, written now)."""
-    target = gguf_file(hf_folder, root)
-    if target.is_file():
-        return target, False
-    write_gguf(hf_folder, target)
-    return target, True

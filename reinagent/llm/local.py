@@ -90,10 +90,13 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
     if kind == "ir" or (kind == "gguf" and precision == "fast"):
         return Prepared(source, kind)
     if kind == "hf" and precision == "fast":
-        from reinagent.llm.gguf_export import prepared_gguf
+        from reinagent.llm.gguf_export import gguf_file, write_gguf
 
-        path, written = prepared_gguf(source, root)
-        return Prepared(path, "exported" if written else "cache")
+        target = gguf_file(source, models_cache(root))
+        if target.is_file():
+            return Prepared(target, "cache")
+        write_gguf(source, target, embedded_gguf())
+        return Prepared(target, "exported")
     check_exportable(source, precision)
     made = False
     folder = source
@@ -116,9 +119,11 @@ def transformers_reason(source: Path, precision: str | None = None) -> str | Non
         return None
     if check_precision(precision) == "exact":
         return None if can_export() else "precision exact on a HF directory needs optimum-intel (an f32 IR); running it on transformers (f32) instead"
-    from reinagent.llm.gguf_export import mismatch
+    from reinagent.llm.gguf_export import gguf_file, mismatch
 
-    why = mismatch(source)
+    if gguf_file(source, models_cache()).is_file():
+        return None  # it passed the check when it was written (keyed by config.json's mtime)
+    why = mismatch(source, embedded_gguf())
     return None if why is None else f"not the embedded model's family and tokenizer ({why}); running it on transformers instead"
 
 
@@ -246,13 +251,10 @@ def _dequantize_kwargs() -> dict[str, Any]:
 
 
 def _remove_stale(target: Path) -> None:
-    """Temporary folders (or files) of conversions killed more than an hour ago."""
+    """Temporary directories of conversions killed more than an hour ago."""
     for old in target.parent.glob(f".{target.name}.tmp-*"):
         if time.time() - old.stat().st_mtime > 3600:
-            if old.is_dir():
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                old.unlink(missing_ok=True)  # a GGUF file (gguf_export.write_gguf)
+            shutil.rmtree(old, ignore_errors=True)
 
 
 _existing = existing  # reinagent.distil.train's name for it
