@@ -228,3 +228,39 @@ def test_preflight_asks_for_both_extras_for_a_checkpoint_on_openvino(hf_dir, tmp
     assert needed_extras(preflight_settings(build_config(model=f"local:{hf_dir}"))) == ["local", "hf"]
     assert needed_extras(preflight_settings(build_config(model=f"local:{other}"))) == ["hf"]
     shutil.rmtree(other)
+
+
+@pytest.mark.slow
+def test_an_untied_output_weight_is_written_and_read(hf_dir, tmp_path, monkeypatch):
+    """A checkpoint with its own lm_head (tie_word_embeddings false) gets an output.weight that
+    OpenVINO uses: with the embedding's rows shuffled into lm_head both engines say the same
+    gibberish (were output.weight ignored, OpenVINO would answer in English)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from reinagent.records import Message
+
+    untied = tmp_path / "untied"
+    untied.mkdir()
+    for item in hf_dir.iterdir():
+        if item.name not in ("config.json", "model.safetensors"):
+            (untied / item.name).symlink_to(item)
+    config = json.loads((hf_dir / "config.json").read_text())
+    (untied / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": False}))
+    weights = load_file(str(hf_dir / "model.safetensors"))
+    embed = weights["model.embed_tokens.weight"]
+    weights["lm_head.weight"] = embed[torch.randperm(embed.shape[0], generator=torch.Generator().manual_seed(0))].clone()
+    save_file(weights, str(untied / "model.safetensors"), metadata={"format": "pt"})
+    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path / "cache"))
+    question = [Message(role="user", content="What is the capital of France?")]
+
+    async def both():
+        texts = []
+        for model in (f"local:{untied}", f"hf:{untied}"):
+            llm = make_llm(model)
+            texts.append((await llm.generate(question, GenerationParams(max_tokens=12))).text)
+            await llm.aclose()
+        return texts
+
+    ov, hf = asyncio.run(both())
+    assert ov == hf and "Paris" not in ov

@@ -19,10 +19,12 @@ transformers' GGUF loader undoes (tests/test_local_gguf_export.py checks the rou
 
 Tensor type: F16 (TENSOR_TYPE; docs/cli.md "Models"). Measured on the dequantised embedded model,
 30 arithmetic20 actor prompts, greedy, 32 new tokens (perf/gguf_checkpoint.py): F16 25 of 30 texts
-equal to transformers f32's at 115 tok/s batched; Q8_0 13 of 30 at 132 tok/s; F32 is refused by
-OpenVINO GenAI 2026.4's GGUF reader ("Unsupported quantization type"), so it is written only for
-checks. transformers, one call at a time: 1.8 tok/s on the same (shared, loaded) 2 cores. 1-D
-tensors (the RMS norms) stay F32, as llama.cpp keeps them.
+equal to transformers f32's at 115-124 tok/s batched (30 of 30 with f32 inference: the five are
+the CPU plugin's bf16 arithmetic, not the F16 weights); Q8_0 13 of 30 at 132 tok/s; F32 is refused
+by OpenVINO GenAI 2026.4's GGUF reader ("Unsupported quantization type"), so it is written only
+for checks. transformers, one call at a time: 1.8-7.8 tok/s on the same shared 2 cores. 1-D
+tensors (the RMS norms) stay F32, as llama.cpp keeps them. An untied lm_head is written as
+output.weight, which OpenVINO reads (tested).
 """
 
 from __future__ import annotations
