@@ -11,7 +11,11 @@ directory (reinagent.llm.gguf_export) in each tensor type, all N prompts submitt
 (continuous batching, 8 at a time). Agreement = how many of the N greedy texts equal
 transformers'. Tokens/s = generated tokens / wall seconds (the model load is timed apart).
 F32 is written too but OpenVINO GenAI 2026.4's GGUF reader refuses F32 matrices ("Unsupported
-quantization type"): the script prints that line instead of figures.
+quantization type"): the script prints that line instead of figures. `F16+f32` (not in the
+default list) is the F16 file with f32 inference (INFERENCE_PRECISION_HINT, as `exact` sets it),
+straight on the pipeline: it tells the F16 weights' share of the differences from bf16 arithmetic's.
+
+    .venv/bin/python perf/gguf_checkpoint.py --types F16,F16+f32 --texts /tmp/t.json
 """
 
 from __future__ import annotations
@@ -57,6 +61,27 @@ async def timed(llm, chats, new_tokens: int, together: bool) -> tuple[list[str],
     return [c.text for c in done], sum(c.completion_tokens for c in done), wall, load
 
 
+def f32_inference(path: Path, chats, new_tokens: int) -> tuple[list[str], int, float, float]:
+    import openvino_genai as og
+
+    from reinagent.llm.openvino import _encode
+
+    started = time.perf_counter()
+    scheduler = og.SchedulerConfig()
+    scheduler.cache_size, scheduler.max_num_seqs = 2, 8
+    pipe = og.ContinuousBatchingPipeline(str(path), scheduler, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    tokenizer = pipe.get_tokenizer()
+    load = time.perf_counter() - started
+    config = og.GenerationConfig()
+    config.max_new_tokens, config.do_sample = new_tokens, False
+    ids = [_encode(tokenizer, chat) for chat in chats]
+    started = time.perf_counter()
+    out = pipe.generate(ids, [config] * len(ids))
+    wall = time.perf_counter() - started
+    generated = [list(o.m_generation_ids[0]) for o in out]
+    return [tokenizer.decode(g, skip_special_tokens=True) for g in generated], sum(map(len, generated)), wall, load
+
+
 def main() -> None:
     from reinagent.llm import gguf_export, make_llm
     from reinagent.llm.local import converted_dir, embedded_gguf
@@ -80,14 +105,17 @@ def main() -> None:
     saved = {"transformers": ref}
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.types.split(","):
-            tensor_type = kind
+            tensor_type = kind.split("+")[0]
             target = Path(tmp) / f"ckpt-{tensor_type}.gguf"
             if not target.is_file():
                 started = time.perf_counter()
                 gguf_export.write_gguf(hf, target, embedded_gguf(), tensor_type)
                 print(f"  wrote {tensor_type} in {time.perf_counter() - started:.1f} s ({target.stat().st_size / 2**20:.0f} MiB)")
             try:
-                texts, tokens, wall, load = asyncio.run(timed(make_llm(f"local:{target}"), chats, args.new_tokens, together=True))
+                if kind == "F16+f32":
+                    texts, tokens, wall, load = f32_inference(target, chats, args.new_tokens)
+                else:
+                    texts, tokens, wall, load = asyncio.run(timed(make_llm(f"local:{target}"), chats, args.new_tokens, together=True))
             except Exception as err:  # noqa: BLE001 - a type the reader refuses: say so, go on
                 print(f"openvino {kind} x8: {str(err).splitlines()[-1]}")
                 continue

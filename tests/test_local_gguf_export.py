@@ -180,6 +180,21 @@ def test_another_tokenizer_falls_back(hf_dir, tmp_path):
     assert "qwen2" in gguf_export.mismatch(other2, local.embedded_gguf())
 
 
+def test_a_broken_checkpoint_falls_back_without_a_traceback(hf_dir, tmp_path):
+    broken = like(hf_dir, tmp_path / "broken")
+    (broken / "config.json").write_text("{not json")
+    assert "could not be read" in local.transformers_reason(broken)
+    assert not on_openvino(f"local:{broken}")
+    rope = like(hf_dir, tmp_path / "rope", rope_parameters={"rope_theta": 100000.0, "rope_type": "linear", "factor": 2.0})
+    assert "rope" in gguf_export.mismatch(rope, local.embedded_gguf())
+
+
+def test_without_openvino_a_checkpoint_stays_on_transformers(hf_dir, monkeypatch):
+    monkeypatch.setattr(local, "has_openvino", lambda: False)
+    assert "OpenVINO GenAI is not installed" in local.transformers_reason(hf_dir)
+    assert not on_openvino(f"local:{hf_dir}")
+
+
 def test_exact_on_a_hf_dir_keeps_the_optimum_export(hf_dir, monkeypatch):
     monkeypatch.setattr(local, "can_export", lambda: False)
     assert local.transformers_reason(hf_dir, "exact").startswith("precision exact on a HF directory needs optimum-intel")

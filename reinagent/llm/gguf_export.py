@@ -18,13 +18,13 @@ with its q/k row permutation (HF's rotate-half rope layout -> GGUF's interleaved
 transformers' GGUF loader undoes (tests/test_local_gguf_export.py checks the round trip).
 
 Tensor type: F16 (TENSOR_TYPE; docs/cli.md "Models"). Measured on the dequantised embedded model,
-30 arithmetic20 actor prompts, greedy, 32 new tokens (perf/gguf_checkpoint.py): F16 25 of 30 texts
-equal to transformers f32's at 115-124 tok/s batched (30 of 30 with f32 inference: the five are
-the CPU plugin's bf16 arithmetic, not the F16 weights); Q8_0 13 of 30 at 132 tok/s; F32 is refused
-by OpenVINO GenAI 2026.4's GGUF reader ("Unsupported quantization type"), so it is written only
-for checks. transformers, one call at a time: 1.8-7.8 tok/s on the same shared 2 cores. 1-D
-tensors (the RMS norms) stay F32, as llama.cpp keeps them. An untied lm_head is written as
-output.weight, which OpenVINO reads (tested).
+30 arithmetic20 actor prompts, greedy, 32 new tokens (perf/gguf_checkpoint.py, shared 2 cores):
+F16 25 of 30 texts equal to transformers f32's at 232 tok/s batched (30 of 30 with f32 inference:
+the five are the CPU plugin's bf16 arithmetic, not the F16 weights); Q8_0 13 of 30 at 199 tok/s;
+transformers one call at a time 16 tok/s. F32 is refused by OpenVINO GenAI 2026.4's GGUF reader
+("Unsupported quantization type"), so it is written only for checks. 1-D tensors (the RMS norms)
+stay F32, as llama.cpp keeps them. An untied lm_head is written as output.weight, which OpenVINO
+reads (tested).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 TENSOR_TYPES = ("F16", "Q8_0", "F32")  # F32: the writer's, for checks; OpenVINO GenAI does not read it
-# F16: nearly twice Q8_0's agreement with transformers (25 vs 13 of 30 greedy texts) for 13 % less
-# speed; both are ~60x transformers one call at a time (see the module docstring)
+# F16: nearly twice Q8_0's agreement with transformers (25 vs 13 of 30 greedy texts) at about the
+# same speed (faster in one run, 13 % slower in another); both ~14x transformers one call at a time
 TENSOR_TYPE = "F16"
 _FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7}  # llama.cpp's LlamaFileType (general.file_type)
 _NEEDS = ("gguf", "safetensors", "torch")
@@ -100,7 +100,13 @@ def mismatch(hf_folder: Path, reference: Path) -> str | None:
 
 @lru_cache(maxsize=32)
 def _mismatch(folder: str, reference: str, _stamps: tuple) -> str | None:
-    hf = Path(folder)
+    try:
+        return _check(Path(folder), reference)
+    except Exception as err:  # noqa: BLE001 - a broken file (JSON, safetensors header): transformers will say more
+        return f"its files could not be read as a llama checkpoint ({type(err).__name__}: {err})"
+
+
+def _check(hf: Path, reference: str) -> str | None:
     missing = [name for name in _NEEDS if importlib.util.find_spec(name) is None]
     if missing:
         return f"writing it as GGUF needs {', '.join(missing)} (pip install 'reinagent[hf]')"
@@ -111,10 +117,14 @@ def _mismatch(folder: str, reference: str, _stamps: tuple) -> str | None:
     for name, key in _SHAPE.items():
         if config.get(name) != fields[key]:
             return f"{name} {config.get(name)} differs from the embedded model's {fields[key]}"
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    if head_dim != fields["llama.rope.dimension_count"]:
+        return f"head_dim {head_dim} differs from the embedded model's {fields['llama.rope.dimension_count']}"
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}  # transformers 5 / 4
     theta = rope.get("rope_theta", config.get("rope_theta"))
-    if theta != fields["llama.rope.freq_base"] or rope.get("rope_type", "default") != "default":
-        return f"rope ({theta}, {rope.get('rope_type', 'default')}) differs from the embedded model's ({fields['llama.rope.freq_base']}, default)"
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if theta != fields["llama.rope.freq_base"] or kind != "default":
+        return f"rope ({theta}, {kind}) differs from the embedded model's ({fields['llama.rope.freq_base']}, default)"
     if abs(config.get("rms_norm_eps", 0) - fields["llama.attention.layer_norm_rms_epsilon"]) > 1e-9:
         return f"rms_norm_eps {config.get('rms_norm_eps')} differs from the embedded model's"
     if config.get("attention_bias") or config.get("mlp_bias") or config.get("hidden_act", "silu") != "silu":
@@ -125,6 +135,13 @@ def _mismatch(folder: str, reference: str, _stamps: tuple) -> str | None:
     unknown = sorted(n for n in names if gguf_name(n) is None)
     if unknown:
         return f"tensor {unknown[0]} has no place in a llama GGUF"
+    wanted = {"model.embed_tokens.weight", "model.norm.weight"} | {
+        f"model.layers.{i}.{part}" for i in range(config["num_hidden_layers"]) for part in _LAYER}
+    if not config.get("tie_word_embeddings", False):  # LlamaConfig's default: untied
+        wanted.add("lm_head.weight")
+    absent = sorted(wanted - set(names))
+    if absent:
+        return f"tensor {absent[0]} is missing"
     return _tokenizer_mismatch(hf, fields)
 
 
@@ -205,7 +222,7 @@ def write_gguf(hf_folder: Path, target: Path, reference: Path, tensor_type: str 
         raise ConfigError(f"{hf_folder} cannot be written as the embedded model's GGUF: {reason}")
     config = json.loads((hf_folder / "config.json").read_text())
     n_head, n_kv = config["num_attention_heads"], config["num_key_value_heads"]
-    tied = config.get("tie_word_embeddings", True)
+    tied = config.get("tie_word_embeddings", False)
     target.parent.mkdir(parents=True, exist_ok=True)
     for old in target.parent.glob(f".{target.name}.tmp-*"):
         if time.time() - old.stat().st_mtime > 3600:

@@ -70,6 +70,10 @@ def kind_of(path: Path) -> str:
     return "ir" if (path / "openvino_model.xml").is_file() else "hf"
 
 
+def has_openvino() -> bool:
+    return importlib.util.find_spec("openvino_genai") is not None
+
+
 def can_export() -> bool:
     return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.intel") is not None
 
@@ -117,6 +121,8 @@ def transformers_reason(source: Path, precision: str | None = None) -> str | Non
     for stderr): it then runs on transformers, as hf:PATH does."""
     if kind_of(source) != "hf":
         return None
+    if not has_openvino():  # transformers served checkpoints before OpenVINO could: it still can
+        return "OpenVINO GenAI is not installed (pip install 'reinagent[local]'); running it on transformers instead"
     if check_precision(precision) == "exact":
         return None if can_export() else "precision exact on a HF directory needs optimum-intel (an f32 IR); running it on transformers (f32) instead"
     from reinagent.llm.gguf_export import gguf_file, mismatch
