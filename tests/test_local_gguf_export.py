@@ -109,9 +109,14 @@ def test_a_failed_write_leaves_no_file(hf_dir, tmp_path, monkeypatch):
 
     monkeypatch.setattr(gguf_export, "_add", fail)
     target = tmp_path / "out" / "m.gguf"
+    target.parent.mkdir()
+    stale, live = target.parent / ".m.gguf.tmp-1-killed", target.parent / ".m.gguf.tmp-2-writing"
+    stale.write_bytes(b"GGUF")
+    live.write_bytes(b"GGUF")
+    os.utime(stale, (1, 1))  # killed long ago; `live` may be another process writing now
     with pytest.raises(OSError, match="disk full"):
         gguf_export.write_gguf(hf_dir, target, local.embedded_gguf())
-    assert list(target.parent.iterdir()) == []
+    assert list(target.parent.iterdir()) == [live]
 
 
 # ----- routing and the engine -----------------------------------------------------------------
