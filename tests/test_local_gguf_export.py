@@ -139,6 +139,10 @@ def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cac
     llm = make_llm(f"local:{hf_dir}")
     assert isinstance(llm, OpenVINOLLM) and on_openvino(f"local:{hf_dir}")
     assert isinstance(make_llm(f"hf:{hf_dir}"), HFLLM)  # hf:PATH stays transformers
+    from reinagent.experiment import make_spec
+
+    # actions constrained by default, as for `local` (the OpenVINO engine has structured output)
+    assert make_spec(build_config(model=f"local:{hf_dir}", agent="react"), []).settings["constrained"] is True
     bench = make("arithmetic20")
     agent = bench.make_agent("cot", build_config(benchmark="arithmetic20", model="local"))
     chats = [agent.prompt(task, MemoryView(1, ReflexionStrategy.NONE)) for task in bench.load_tasks("test")[:4]]
