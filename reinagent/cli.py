@@ -157,7 +157,7 @@ def run_options(fn):
         click.option("--alfworld-data", help="ALFWorld: an unpacked alfworld_data/ folder (default: the copy shipped with reinagent; or $ALFWORLD_DATA)."),
         click.option("--allow-weak-sandbox", is_flag=True, default=None, help="Programming: run even without bubblewrap (the uid/rlimits fallback lets generated code reach the network and host files)."),
         click.option("--constrained/--no-constrained", default=None, help="Hold the actor's output to the agent's action grammar (HotpotQA react/cot, ALFWorld react, the coder; default: on for the local engine, off otherwise)."),
-        click.option("--precision", type=click.Choice(["fast", "exact"]), default=None, help="Local engine: fast (the GGUF read directly, default) or exact (an f32 OpenVINO IR exported once with optimum-intel, the `exact` extra: the same greedy text as transformers)."),
+        click.option("--precision", type=click.Choice(["fast", "exact"]), default=None, help="Local engine: fast (the GGUF read directly, default; a checkpoint of the embedded model written once as an F16 GGUF) or exact (an f32 OpenVINO IR exported once with optimum-intel, the `exact` extra: the same greedy text as transformers)."),
         click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
         click.option("--cache-scope", type=click.Choice(["run", "shared"]), default=None, help="run (default): a run is answered only from its own earlier calls (resume); shared: from any run's identical calls, sampled ones included (cheaper; tokens and cost then show what this run did not pay)."),
         click.option("--cache-dir", help="Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),

@@ -122,7 +122,7 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         # deterministic: the local engine decoded one sequence at a time (greedy text independent
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
         settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
-                  "constrained": resolved_constrained(grammar_choice(config), config.actor_model, config.base_url),
+                  "constrained": resolved_constrained(grammar_choice(config), config.actor_model, config.base_url, config.precision),
                   "deterministic": config.deterministic, "sampling_seeds": "per-call"},
     )
 

@@ -113,21 +113,34 @@ def needed_extras(settings: PreflightSettings) -> list[str]:
     benchmark = settings.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
     extras = ["alfworld"] if benchmark == "alfworld" and not settings.env_url else []
     models = (settings.actor_model, settings.reflection_model)
-    if any(backend_of(m, settings.base_url) == "local" and not _hf_dir(m) for m in models):
+    if any(backend_of(m, settings.base_url) == "local" and _on_openvino(m) for m in models):
         extras.append("local")
+    # a HF directory needs transformers' stack either way: to run on it, or (torch, safetensors,
+    # gguf) to be written as GGUF for OpenVINO
     if any(backend_of(m, settings.base_url) == "hf" or _hf_dir(m) for m in models):
         extras.append("hf")
     return extras
 
 
 def _hf_dir(model: str) -> bool:
-    """local:PATH naming a Hugging Face directory: served by transformers (reinagent.llm.make_llm)."""
+    """local:PATH naming a Hugging Face directory (reinagent.llm.local.kind_of)."""
     from pathlib import Path
 
     if not model.startswith(("local:", "ov:")):
         return False
     path = Path(model.split(":", 1)[1]).expanduser()
     return path.is_dir() and (path / "config.json").is_file() and not (path / "openvino_model.xml").is_file()
+
+
+def _on_openvino(model: str) -> bool:
+    """A local model the OpenVINO engine serves (reinagent.llm.on_openvino); a path that does not
+    exist is reported by the model's own check, not here."""
+    from reinagent.llm import on_openvino
+
+    try:
+        return on_openvino(model)
+    except ConfigError:
+        return not _hf_dir(model)
 
 
 def check_extras(settings: PreflightSettings) -> None:

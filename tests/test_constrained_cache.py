@@ -67,7 +67,7 @@ def test_the_spec_records_what_the_default_came_to(settings, recorded):
 
 
 def test_a_hugging_face_directory_is_not_constrained(tmp_path):
-    """local:HF_DIR runs on transformers, which has no structured output."""
+    """local:HF_DIR of another family (here: no model_type) runs on transformers, which has no structured output."""
     from reinagent.config import build_config
     from reinagent.experiment import make_spec
 

@@ -1,6 +1,8 @@
 """Which engine a local model string gets, the cached copies `local` makes (reinagent.llm.local),
-and the transformers engine (`hf`, and `local:` on a Hugging Face checkpoint) on the real embedded
-model. The OpenVINO engine itself is tests/test_openvino_engine.py.
+and the transformers engine (`hf`, `hf:` on a Hugging Face checkpoint, and `local:` on a checkpoint
+of another family) on the real embedded model. The OpenVINO engine itself is
+tests/test_openvino_engine.py; `local:` on a checkpoint of the embedded model (written as GGUF)
+is tests/test_local_gguf_export.py.
 
 The transformers engine runs one call at a time in float32, so its greedy text is compared with
 plain `generate()` on the same weights exactly. Nothing here asserts timing."""
@@ -119,7 +121,7 @@ def test_a_failed_export_is_a_config_error_and_leaves_no_half_copy(tmp_path, mon
 
 @needs_ov
 @needs_model
-def test_local_is_the_openvino_engine_and_a_hf_checkpoint_goes_to_transformers(tmp_path):
+def test_local_is_the_openvino_engine_and_a_hf_checkpoint_of_another_family_goes_to_transformers(tmp_path):
     from reinagent.llm.hf import HFLLM
     from reinagent.llm.openvino import OpenVINOLLM
 
@@ -128,7 +130,7 @@ def test_local_is_the_openvino_engine_and_a_hf_checkpoint_goes_to_transformers(t
     assert make_llm("ov").name == "ov"
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()
-    (checkpoint / "config.json").write_text("{}")
+    (checkpoint / "config.json").write_text("{}")  # no model_type: not the embedded llama
     if importlib.util.find_spec("transformers") is not None:
         assert isinstance(make_llm(f"local:{checkpoint}"), HFLLM)
 
@@ -201,10 +203,11 @@ def test_hf_engine_stop_strings_and_max_tokens(hf):
 
 
 @pytest.mark.slow
-def test_a_hugging_face_checkpoint_loads_as_local_path(hf):
+def test_a_hugging_face_checkpoint_loads_as_hf_path(hf):
+    # (local:PATH on this folder runs on OpenVINO: tests/test_local_gguf_export.py)
     asyncio.run(hf.generate(ask("Hi"), GenerationParams(max_tokens=1)))
     folder = hf.load_info["path"]  # the dequantised copy: a plain HF directory, as training writes
-    other = make_llm(f"local:{folder}")
+    other = make_llm(f"hf:{folder}")
     completion = asyncio.run(other.generate(ask(QUESTIONS[0]), GenerationParams(max_tokens=12)))
-    assert other.name == f"local:{folder}" and other.load_info["source"] == "hf"
+    assert other.name == f"hf:{folder}" and other.load_info["source"] == "hf"
     assert completion.text == plain_generate(hf, ask(QUESTIONS[0]), 12)

@@ -3,7 +3,8 @@
     local               the embedded SmolLM2-135M-Instruct on OpenVINO GenAI (CPU, continuous batching),
                         precision `fast` (the GGUF read directly) or `exact` (an f32 IR: transformers' text)
     local:PATH          a GGUF file or OpenVINO IR directory the same way; a Hugging Face directory (an
-                        RL or distillation checkpoint) goes to transformers, as hf:PATH
+                        RL or distillation checkpoint) of the embedded model's family and tokenizer too,
+                        written once as GGUF (gguf_export.py); any other goes to transformers, as hf:PATH
     ov, ov:PATH         aliases of local, local:PATH
     hf, hf:PATH         transformers (CPU or CUDA), one call at a time: the embedded model, a HF dir or GGUF
     scripted:FILE       replies from a file (tests, demos)
@@ -16,6 +17,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
+    gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
     fake_server.py      a loopback OpenAI-compatible server: a public testing utility
@@ -24,6 +26,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
 from __future__ import annotations
 
 import os
+import sys
 
 from reinagent.errors import ConfigError
 from reinagent.llm.base import LLM, Completion, GenerationParams
@@ -73,9 +76,10 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
         return ScriptedLLM(model.split(":", 1)[1])
     if kind == "local":
         path = model.split(":", 1)[1] if ":" in model else None
-        if not on_openvino(model):
+        if not on_openvino(model, precision):
             from reinagent.llm.hf import HFLLM
 
+            _say_once(model, precision)
             return HFLLM(path, name=model)
         from reinagent.llm.openvino import OpenVINOLLM
 
@@ -93,14 +97,30 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
     return LiteLLM(model, api_base=base_url, api_key_env=api_key_env)
 
 
-def on_openvino(model: str) -> bool:
+def on_openvino(model: str, precision: str | None = None) -> bool:
     """Whether a `local` / `local:PATH` model runs on the OpenVINO engine: a GGUF file or an IR
-    directory does; a HF directory, a checkpoint of training (distillation, RL), runs on the
-    library that wrote it (transformers). ConfigError for a path that does not exist."""
-    from reinagent.llm.local import existing, kind_of
+    directory does; so does a HF directory (a checkpoint of training) of the embedded model's
+    family and tokenizer, written once as GGUF (at `exact`: where optimum-intel makes its f32 IR).
+    Any other HF directory runs on transformers (`reinagent.llm.local.transformers_reason`).
+    ConfigError for a path that does not exist."""
+    from reinagent.llm.local import existing, transformers_reason
 
     path = model.split(":", 1)[1] if ":" in model else None
-    return path is None or kind_of(existing(path)) != "hf"
+    return path is None or transformers_reason(existing(path), precision) is None
+
+
+_SAID: set[tuple[str, str]] = set()
+
+
+def _say_once(model: str, precision: str | None) -> None:
+    """The one stderr line saying why `local:HF_DIR` runs on transformers (once per process:
+    actor and reflector make the same model)."""
+    from reinagent.llm.local import existing, transformers_reason
+
+    reason = transformers_reason(existing(model.split(":", 1)[1]), precision)
+    if reason and (model, reason) not in _SAID:
+        _SAID.add((model, reason))
+        print(f"{model}: {reason}", file=sys.stderr, flush=True)
 
 
 def import_litellm():

@@ -229,16 +229,17 @@ def grammar_of(benchmark: str, agent: str, rollout: str) -> str | None:
     return None
 
 
-def resolved_constrained(choice: GrammarChoice, model: str, base_url: str | None) -> bool:
+def resolved_constrained(choice: GrammarChoice, model: str, base_url: str | None, precision: str | None = None) -> bool:
     """What `--constrained` None comes to for the actor `model`, for the spec to record: on for
-    the OpenVINO engine (`local`, `local:FILE.gguf`, `local:IR_DIR`: the only one with structured
-    output) when the agent has a grammar; off for everything else, a HF directory included."""
+    the OpenVINO engine (`local`, `local:FILE.gguf`, `local:IR_DIR`, a HF directory written as
+    GGUF: the only one with structured output) when the agent has a grammar; off for everything
+    else, a HF directory that runs on transformers included."""
     if choice.wanted is not None:
         return choice.wanted
     from reinagent.llm import backend_of, on_openvino
 
     try:
-        if backend_of(model, base_url) != "local" or not on_openvino(model):
+        if backend_of(model, base_url) != "local" or not on_openvino(model, precision):
             return False
     except ConfigError:  # a name only the caller knows (the RL trainer's policy), a missing path
         return False

@@ -7,14 +7,19 @@
 All of them run on OpenVINO GenAI (`reinagent.llm.openvino`) in one of two precisions:
 
     fast    a GGUF file read directly (its quantised weights; no conversion, no torch), an IR
-            directory with the CPU's default inference precision (bf16 where it has it)
+            directory with the CPU's default inference precision (bf16 where it has it), a HF
+            directory of the embedded model's family and tokenizer written once as an F16 GGUF
+            file (`reinagent.llm.gguf_export`: the checkpoint's weights, the embedded GGUF's
+            metadata) and read as the embedded file is
     exact   f32 inference on an f32 OpenVINO IR: the same greedy text as transformers in f32.
             A GGUF file is dequantised once into a HF directory (`converted_dir`) and that is
             exported once with optimum-intel into an IR beside it (`ir_dir`); a HF directory is
             exported the same way. Both copies live under the cache root, keyed by the source.
 
-A HF directory has no GGUF to read, so it is exported in both precisions. transformers itself
-(`--model hf:PATH`, reinagent.llm.hf) stays for training, distillation, RL and CUDA machines.
+A HF directory that cannot take the OpenVINO route (another family or tokenizer at `fast`; `exact`
+without optimum-intel) runs on transformers, as `hf:PATH` would, and make_llm says why in one
+line (`transformers_reason`). transformers itself (`--model hf:PATH`, reinagent.llm.hf) stays for
+training, distillation, RL and CUDA machines.
 """
 
 from __future__ import annotations
@@ -65,6 +70,10 @@ def kind_of(path: Path) -> str:
     return "ir" if (path / "openvino_model.xml").is_file() else "hf"
 
 
+def has_openvino() -> bool:
+    return importlib.util.find_spec("openvino_genai") is not None
+
+
 def can_export() -> bool:
     return importlib.util.find_spec("optimum") is not None and importlib.util.find_spec("optimum.intel") is not None
 
@@ -72,9 +81,9 @@ def can_export() -> bool:
 def check_exportable(source: Path, precision: str) -> None:
     """A ConfigError now, not a failed load later, when the source needs an export we cannot make."""
     kind = kind_of(source)
-    needs = kind == "hf" or (kind == "gguf" and precision == "exact")
+    needs = kind != "ir" and precision == "exact"  # a HF directory at fast is written as GGUF (gguf_export)
     if needs and not can_export():
-        what = "precision 'exact'" if kind == "gguf" else f"model directory {source} (a Hugging Face checkpoint)"
+        what = "precision 'exact'" if kind == "gguf" else f"precision 'exact' on model directory {source} (a Hugging Face checkpoint)"
         raise ConfigError(f"{what} needs a one-off OpenVINO IR export, which needs optimum-intel: {EXPORT_HINT}")
 
 
@@ -84,6 +93,14 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
     kind = kind_of(source)
     if kind == "ir" or (kind == "gguf" and precision == "fast"):
         return Prepared(source, kind)
+    if kind == "hf" and precision == "fast":
+        from reinagent.llm.gguf_export import gguf_file, write_gguf
+
+        target = gguf_file(source, models_cache(root))
+        if target.is_file():
+            return Prepared(target, "cache")
+        write_gguf(source, target, embedded_gguf())
+        return Prepared(target, "exported")
     check_exportable(source, precision)
     made = False
     folder = source
@@ -97,6 +114,23 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
         export_ir(folder, target)
         made = True
     return Prepared(target, "exported" if made else "cache")
+
+
+def transformers_reason(source: Path, precision: str | None = None) -> str | None:
+    """None when `local:source` runs on OpenVINO; for a HF directory that cannot, why (one line,
+    for stderr): it then runs on transformers, as hf:PATH does."""
+    if kind_of(source) != "hf":
+        return None
+    if not has_openvino():  # transformers served checkpoints before OpenVINO could: it still can
+        return "OpenVINO GenAI is not installed (pip install 'reinagent[local]'); running it on transformers instead"
+    if check_precision(precision) == "exact":
+        return None if can_export() else "precision exact on a HF directory needs optimum-intel (an f32 IR); running it on transformers (f32) instead"
+    from reinagent.llm.gguf_export import gguf_file, mismatch
+
+    if gguf_file(source, models_cache()).is_file():
+        return None  # it passed the check when it was written (keyed by config.json's mtime)
+    why = mismatch(source, embedded_gguf())
+    return None if why is None else f"not the embedded model's family and tokenizer ({why}); running it on transformers instead"
 
 
 def ir_dir(hf_folder: Path, root: str | None = None) -> Path:
