@@ -15,17 +15,21 @@
 #   retry success without reflection (NONE): C% on N failures
 #
 # Usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]
-#   STEPS training steps (default 30), NUM_TEST held-out tasks (default 300: all), GROUP pairs per
+#   STEPS training steps (default 10), NUM_TEST held-out tasks (default 300: all), GROUP pairs per
 #   failure (default 4). Environment: BATCH (failures per step, 4), LR (1e-5), REFLECT_LOSS (both),
-#   REFLECTION_TOKENS (200, the Reflector's), TEMPERATURE (training's sampling, 0.7: at 1.0 the
-#   embedded model's sampled reflections are incoherent), RETRY_TEMPERATURE (evaluation's, 0.7).
-#   RESPONSE_TOKENS (tokens per answer, training and evaluation alike, 32). Run again on the same
-#   OUTDIR, it reuses finished training runs and resumes evaluation runs. Output also in
-#   OUTDIR/reflect_demo_output.txt.
+#   REFLECTION_TOKENS (64 in training; the Reflector of `reinagent run` keeps its 200),
+#   TEMPERATURE (training's sampling, 0.7: at 1.0 the embedded model's sampled reflections are
+#   incoherent), RETRY_TEMPERATURE (evaluation's, 0.7), RESPONSE_TOKENS (tokens per answer,
+#   training and evaluation alike, 32), KL (kl_coef, 0: no reference model), TRAIN_PRECISION
+#   (bf16: autocast over fp32 master weights; fp32), DYNAMIC_SAMPLING (rounds, 1), DETERMINISTIC
+#   (0; 1: one sequence at a time in evaluation). The defaults are sized to the 45-minute budget on
+#   2 CPU cores (a reflect step is about 4x a GRPO step: G reflections and G retries per failure,
+#   trained twice under `both`), not tuned on results. Run again on the same OUTDIR, it reuses
+#   finished training runs and resumes evaluation runs. Output also in OUTDIR/reflect_demo_output.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:?usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]}
-STEPS=${2:-30}
+STEPS=${2:-10}
 NUM_TEST=${3:-300}
 GROUP=${4:-4}
 PY=${PYTHON:-.venv/bin/python}
@@ -51,7 +55,7 @@ max_workers = 32
 output_dir = "$2"
 method = "$1"
 reflect_loss = "${REFLECT_LOSS:-both}"
-reflection_max_tokens = ${REFLECTION_TOKENS:-200}
+reflection_max_tokens = ${REFLECTION_TOKENS:-64}
 first_trial_temperature = 0.0
 trainer = "trl"
 group_size = $GROUP
@@ -59,10 +63,10 @@ batch_size = ${BATCH:-4}
 max_steps = $STEPS
 save_steps = 5
 learning_rate = ${LR:-1e-5}
-kl_coef = ${KL:-0.04}
-train_precision = "${TRAIN_PRECISION:-fp32}"
+kl_coef = ${KL:-0}
+train_precision = "${TRAIN_PRECISION:-bf16}"
 temperature = ${TEMPERATURE:-0.7}
-dynamic_sampling = ${DYNAMIC_SAMPLING:-2}
+dynamic_sampling = ${DYNAMIC_SAMPLING:-1}
 TOML
 }
 toml reflect "$WORK/train-reflect" > "$WORK/reflect.toml"
