@@ -11,6 +11,7 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     trl_grpo.py           GRPO through TRL's GRPOTrainer fed by the token rollouts (the default trainer)
     grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
     reflect.py            method = "reflect": first attempt, G reflections, retries; reward = the retry's success
+    reflect_stats.py      why a reflection helps or not: does it state the answer, does the retry follow it
     loop.py async_mode.py the training loop (train_metrics.jsonl, resuming); rollouts one policy version behind
     ranks.py              under `accelerate launch` / torchrun: this process's rank and the output it owns
     metrics.py            one metrics row per step (both trainers), the step line, the no-signal warning
