@@ -72,3 +72,31 @@ def test_training_rollouts_and_metrics(tmp_path):
     assert "first attempts failed 16/24 (66.7%)" in line
     assert "steps 1-2: retry success 1/32 (3.1%), flat groups 7/8 (87.5%)" in line
     assert "steps 3-4: retry success 10/32 (31.2%), flat groups 1/8 (12.5%)" in line
+
+
+def test_a_superseded_or_rewritten_trial_counts_once(tmp_path):
+    """The live records, as reports read them: a trial appended again (a resume) counts once, and
+    a trial a marker superseded not at all."""
+    run = tmp_path / "run"
+    _write(run, [
+        _trial("t/a", 1, False, "7", "5"), _trial("t/a", 2, False, "7", "5", ["no idea"]),
+        _trial("t/a", 2, True, "7", "7", ["The answer is 7."]),  # appended again: the last one counts
+        _trial("t/b", 1, False, "3", "2"), _trial("t/b", 2, True, "3", "3", ["3"]),
+    ])
+    with (run / "records.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"kind": "supersede", "keys": [["t/b", 2]], "reason": "test"}) + "\n")
+    assert [(r.answer, r.success) for r in eval_retries(run)] == [("7", True)]
+
+
+def test_the_command_line_gives_one_line_errors(tmp_path, capsys):
+    from reinagent.rl.reflect_stats import main
+
+    assert main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing")]) == 2
+    bad = tmp_path / "demo" / "eval" / "base-reflexion"
+    bad.mkdir(parents=True)
+    (bad / "records.jsonl").write_text("{not json\n" + json.dumps(_trial("t/a", 1, False, "1", "2")) + "\n")
+    capsys.readouterr()
+    assert main([str(tmp_path / "demo")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: corrupt record file") and len(err.strip().splitlines()) == 1

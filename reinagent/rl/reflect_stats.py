@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,38 +65,34 @@ class Retry:
         return bool(self.answer) and _norm(self.answer) == _norm(self.first)
 
 
-def _records(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def eval_retries(run_dir: str | Path) -> list[Retry]:
-    """A `reinagent run` of 2+ trials: trial 2 of each task whose trial 1 failed."""
-    recs = _records(Path(run_dir) / "records.jsonl")
-    by = {(r["task_id"], r["trial"]): r for r in recs if not r.get("error")}
+    """A `reinagent run` of 2+ trials: trial 2 of each task whose trial 1 failed (the run's live
+    records, as every report reads them: a resumed or superseded trial counts once)."""
+    from reinagent.store import read_records
+
+    by = {(r.task_id, r.trial): r for r in read_records(Path(run_dir)) if not r.error}
     out = []
     for (task, trial), first in sorted(by.items()):
         second = by.get((task, 2))
-        if trial != 1 or first["success"] or second is None:
+        if trial != 1 or first.success or second is None:
             continue
-        ev1, ev2 = first.get("evaluation") or {}, second.get("evaluation") or {}
-        gold = str(ev1.get("gold") or ev2.get("gold") or "")
-        out.append(Retry(gold, str(ev1.get("predicted") or first.get("answer") or ""),
-                         " ".join(second.get("memory") or []),
-                         str(ev2.get("predicted") or second.get("answer") or ""), bool(second["success"])))
+        ev1, ev2 = first.evaluation or {}, second.evaluation or {}
+        out.append(Retry(str(ev1.get("gold") or ev2.get("gold") or ""), str(ev1.get("predicted") or first.answer or ""),
+                         " ".join(second.memory), str(ev2.get("predicted") or second.answer or ""), second.success))
     return out
 
 
 def training_retries(rollouts_dir: str | Path) -> list[Retry]:
     """`rl train` rollouts under method = "reflect": every retry (TASK@K) of every step."""
+    from reinagent.store import read_records
+
     out = []
-    for r in _records(Path(rollouts_dir) / "records.jsonl"):
-        if r["task_id"].endswith("@first") or "@" not in r["task_id"]:
+    for r in read_records(Path(rollouts_dir)):
+        if r.task_id.endswith("@first") or "@" not in r.task_id:
             continue
-        extra = (r.get("trajectory") or {}).get("extra") or {}
-        out.append(Retry(str((r.get("evaluation") or {}).get("gold") or ""), str(extra.get("first_answer") or ""),
-                         str(extra.get("reflection") or " ".join(r.get("memory") or [])), str(r.get("answer") or ""),
-                         bool(r["success"])))
+        extra = r.trajectory.extra
+        out.append(Retry(str((r.evaluation or {}).get("gold") or ""), str(extra.get("first_answer") or ""),
+                         str(extra.get("reflection") or " ".join(r.memory)), str(r.answer or ""), r.success))
     return out
 
 
@@ -141,20 +138,40 @@ def training_line(metrics_path: str | Path) -> str:
     return text
 
 
-if __name__ == "__main__":  # python -m reinagent.rl.reflect_stats DEMO_OUTDIR (scripts/reflect_demo.sh)
-    import sys
-
-    work = Path(sys.argv[1])
-    for method in ("reflect",):
-        metrics = work / f"train-{method}" / "train_metrics.jsonl"
-        if metrics.is_file():
-            print(training_line(metrics))
-            print(retry_use_line("training retries", training_retries(work / f"train-{method}" / "rollouts")))
+def demo_lines(work: Path) -> list[str]:
+    """scripts/reflect_demo.sh's "why" lines for its OUTDIR (what exists of it)."""
+    lines = []
+    metrics = work / "train-reflect" / "train_metrics.jsonl"
+    if metrics.is_file():
+        lines += [training_line(metrics),
+                  retry_use_line("training retries", training_retries(work / "train-reflect" / "rollouts"))]
     for model in ("base", "grpo", "reflect"):
         run = work / "eval" / f"{model}-reflexion"
         if (run / "records.jsonl").is_file():
-            print(retry_use_line(f"held-out, {model} under REFLEXION", eval_retries(run)))
+            lines.append(retry_use_line(f"held-out, {model} under REFLEXION", eval_retries(run)))
         none = work / "eval" / f"{model}-none"
         if (none / "records.jsonl").is_file():
             rs = eval_retries(none)
-            print(f"held-out, {model} under NONE: repeats its failed answer {_share(sum(r.repeats for r in rs), len(rs))}")
+            lines.append(f"held-out, {model} under NONE: repeats its failed answer {_share(sum(r.repeats for r in rs), len(rs))}")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    """python -m reinagent.rl.reflect_stats DEMO_OUTDIR (scripts/reflect_demo.sh)."""
+    from reinagent.errors import ReinagentError
+
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print("usage: python -m reinagent.rl.reflect_stats OUTDIR  (a folder written by scripts/reflect_demo.sh)",
+              file=sys.stderr)
+        return 2
+    try:
+        lines = demo_lines(Path(argv[0]))
+    except (ReinagentError, OSError, ValueError, KeyError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(lines) if lines else f"{argv[0]}: no reflect training or evaluation runs in it")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
