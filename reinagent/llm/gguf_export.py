@@ -228,18 +228,19 @@ def write_gguf(hf_folder: Path, target: Path, reference: Path, tensor_type: str 
         if time.time() - old.stat().st_mtime > 3600:
             old.unlink(missing_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    template = _chat_template(hf_folder)  # the checkpoint's own, read once
     writer = GGUFWriter(str(tmp), "llama")
     try:
         for name, field in gguf.GGUFReader(str(reference)).fields.items():
             if name.startswith("GGUF.") or name in ("general.architecture", "general.file_type"):
                 continue  # the writer's own header; the file type is this file's
-            if name == "tokenizer.chat_template" and _chat_template(hf_folder):
+            if name == "tokenizer.chat_template" and template:
                 continue
             sub = field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None
             writer.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
         writer.add_file_type(_FILE_TYPE[tensor_type])
-        if _chat_template(hf_folder):
-            writer.add_chat_template(_chat_template(hf_folder))
+        if template:
+            writer.add_chat_template(template)
         for file in _safetensors(hf_folder):
             with safe_open(str(file), framework="pt") as f:
                 for name in f.keys():
