@@ -100,3 +100,12 @@ def test_the_command_line_gives_one_line_errors(tmp_path, capsys):
     assert main([str(tmp_path / "demo")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: corrupt record file") and len(err.strip().splitlines()) == 1
+
+
+def test_the_demo_comparison_command_gives_one_line_errors(tmp_path, capsys):
+    from reinagent.rl.compare import main
+
+    assert main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "does not exist" in err and len(err.strip().splitlines()) == 1

@@ -84,8 +84,26 @@ def reflect_demo_lines(eval_dir: str | Path) -> list[str]:
     return lines
 
 
-if __name__ == "__main__":  # python -m reinagent.rl.compare EVAL_DIR (scripts/reflect_demo.sh)
+def main(argv: list[str]) -> int:
+    """python -m reinagent.rl.compare EVAL_DIR (scripts/reflect_demo.sh): its closing lines, or a
+    one-line error (exit 2) for a missing or incomplete folder."""
     import sys
 
-    for line in reflect_demo_lines(sys.argv[1]):
-        print(line)
+    from reinagent.errors import ReinagentError
+
+    if len(argv) != 1:
+        print("usage: python -m reinagent.rl.compare EVAL_DIR  (scripts/reflect_demo.sh's OUTDIR/eval)", file=sys.stderr)
+        return 2
+    try:
+        lines = reflect_demo_lines(argv[0])
+    except ReinagentError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
