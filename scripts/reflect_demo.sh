@@ -32,6 +32,8 @@ WORK=${1:?usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]}
 STEPS=${2:-10}
 NUM_TEST=${3:-300}
 GROUP=${4:-4}
+BENCHMARK=${BENCHMARK:-arithmetic20}
+EVAL_SPLIT=${EVAL_SPLIT:-test}
 PY=${PYTHON:-.venv/bin/python}
 REINAGENT=${REINAGENT:-$PY -m reinagent.cli}
 mkdir -p "$WORK"
@@ -46,7 +48,8 @@ BASE=$($PY -c 'from reinagent.distil.train import resolve_base_model; print(reso
 toml() {  # $1 method, $2 output dir
   cat <<TOML
 [rl]
-env_name = "arithmetic20"
+env_name = "$BENCHMARK"
+$([ -n "${TRAIN_TASKS:-}" ] && echo "num_tasks = $TRAIN_TASKS")
 model = "local"
 max_turns = 1
 max_response_length = ${RESPONSE_TOKENS:-32}
@@ -85,7 +88,7 @@ evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR
     if [ -d "$WORK/eval/$1-$strategy" ]; then
       $REINAGENT resume "$WORK/eval/$1-$strategy" --quiet >/dev/null
     else
-      $REINAGENT run --benchmark arithmetic20 --split test --num-envs "$NUM_TEST" --num-trials 2 \
+      $REINAGENT run --benchmark "$BENCHMARK" --split "$EVAL_SPLIT" --num-envs "$NUM_TEST" --num-trials 2 \
         --strategy "$strategy" --model "local:$2" --temperature "${RETRY_TEMPERATURE:-0.7}" \
         --max-tokens "${RESPONSE_TOKENS:-32}" --first-trial-temperature 0 $DETERMINISTIC --seed 0 \
         --run-dir "$WORK/eval/$1-$strategy" --quiet >/dev/null
@@ -102,7 +105,7 @@ evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR
   train reflect
   echo "== control: plain GRPO, $STEPS steps x ${BATCH:-4} tasks x G=$GROUP episodes =="
   train grpo
-  echo "== held-out: $NUM_TEST test tasks, 2 trials, trial 1 greedy, retries at temperature ${RETRY_TEMPERATURE:-0.7} =="
+  echo "== held-out: $NUM_TEST $BENCHMARK $EVAL_SPLIT tasks, 2 trials, trial 1 greedy, retries at temperature ${RETRY_TEMPERATURE:-0.7} =="
   evaluate base "$BASE"
   evaluate grpo "$WORK/train-grpo/checkpoint"
   evaluate reflect "$WORK/train-reflect/checkpoint"
