@@ -140,6 +140,7 @@ def run_options(fn):
         click.option("--truncate-attempts", type=int, help="HotpotQA: cut the previous attempt and the Reflector's input to this many tokens by replacing their largest observations (reference: 1600; default: no cut)."),
         click.option("--reflector-memory", type=int, help="Earlier reflections of the task the Reflector sees, as 'Plans from past attempts' (default 0; ALFWorld reference: 3)."),
         click.option("--reflection-prompt", type=click.Choice(["lesson", "plan"]), default=None, help="lesson (default): a paragraph after 'Reflection:'; plan: a new plan, the prompt ending 'New plan:' (ALFWorld's reference)."),
+        click.option("--reflection-max-tokens", type=int, help="Completion tokens of one reflection (default 200); a model trained with [rl] reflection_max_tokens = N is measured with N."),
         click.option("--alfworld-demos", type=int, help="ALFWorld: demonstrations of the task's type in the prompt, 1 (default) or 2 (the reference)."),
         click.option("--alfworld-loop", type=click.Choice(["cycle", "repeat"]), default=None, help="ALFWorld: cycle (default) ends an episode when one move or a pair of moves comes 3 times in a row; repeat, when an action repeats the one before it (the reference)."),
         click.option("--short-reply-retries", type=int, help="ALFWorld: ask again, each time 0.2 warmer, after a reply under 5 characters, up to N times; then an empty reply (default 0; reference 5)."),
@@ -235,6 +236,28 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
         _finish(done)
     else:
         _finish_in_store(store, run_dir)
+
+
+@cli.command()
+@click.argument("source", type=click.Path(file_okay=False))
+@click.option("--strategy", required=True, help="The branch's strategy: none, last_attempt, reflexion or last_attempt_and_reflexion.")
+@click.option("--run-dir", required=True, help="The branch's run directory (new).")
+@shared_option("--num-trials", "Trials per task of the branch (default: the source's; at least 2).")
+@shared_option("--quiet")
+def branch(source, strategy, run_dir, num_trials, quiet) -> None:
+    """Start a new run that shares SOURCE's first trial (the same first attempts) under another
+    strategy: an exactly paired comparison, one trial of model calls cheaper (docs/cli.md)."""
+    from reinagent.branch import branch_run
+
+    if num_trials is not None and num_trials <= 0:
+        raise ReinagentError(f"--num-trials must be a positive whole number, got {num_trials}")
+    if quiet:
+        quiet_libraries()
+    try:
+        done = branch_run(source, run_dir, strategy=strategy, num_trials=num_trials, progress=not quiet)
+    except RunInterrupted as err:
+        _interrupted(err)
+    _finish(done)
 
 
 @cli.command(name="list")

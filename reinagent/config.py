@@ -102,6 +102,9 @@ class RunConfig(BaseModel):
     reflector_memory: int = Field(default=0, ge=0, le=MAX_COUNT)  # earlier reflections the Reflector sees (ALFWorld ref: 3)
     # lesson: a paragraph after "Reflection:"; plan: a new plan after "New plan:" (ALFWorld's reference)
     reflection_prompt: Literal["lesson", "plan"] = "lesson"
+    # completion tokens of one reflection (the Reflector's call); a model trained to reflect in N
+    # tokens (`[rl] reflection_max_tokens`) is measured with the same N
+    reflection_max_tokens: int = Field(default=200, gt=0, le=MAX_TOKENS)
     # alfworld
     alfworld_data: str | None = None
     alfworld_demos: int = Field(default=1, ge=1, le=2)  # demonstrations of the task's type (reference: 2)

@@ -197,7 +197,7 @@ def make_experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], stor
     actor, reflector_llm, llms = models
     plan = config.reflection_prompt == "plan"
     reflector = Reflector(reflector_llm, (plan and bench.plan_examples) or bench.reflection_examples,
-                          style=config.reflection_prompt)
+                          style=config.reflection_prompt, max_tokens=config.reflection_max_tokens)
     agent = bench.make_agent(config.agent, config)
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)
 

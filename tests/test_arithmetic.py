@@ -30,6 +30,23 @@ def test_splits_are_deterministic_disjoint_and_complete():
         assert t.question == f"What is {t.a} {t.op} {t.b}?"
 
 
+def test_arithmetic20_heldout_is_test_and_the_untrained_tail_of_train():
+    """`heldout` (issue 37) must hold nothing a training run on train[:TRAIN_HEAD] sees, and all of
+    test: a task in both would let training leak into the comparison."""
+    from reinagent.benchmarks.arithmetic import TRAIN_HEAD
+
+    bench = benchmarks.make("arithmetic20")
+    test, train, heldout = (bench.load_tasks(s) for s in ("test", "train", "heldout"))
+    assert bench.splits == ("test", "train", "heldout") and TRAIN_HEAD == 200
+    assert [t.task_id for t in heldout] == [t.task_id for t in test + train[TRAIN_HEAD:]]
+    assert len(heldout) == 600 == len({(t.a, t.op, t.b) for t in heldout})
+    assert not {t.question for t in heldout} & {t.question for t in train[:TRAIN_HEAD]}
+    with pytest.raises(ConfigError, match="valid: test or train$"):
+        benchmarks.make("arithmetic").load_tasks("heldout")  # one-digit arithmetic has no such split
+    with pytest.raises(ConfigError, match="valid: test, train or heldout"):
+        bench.load_tasks("dev")
+
+
 def test_unknown_split_and_agent_are_one_line_errors():
     bench = benchmarks.make("arithmetic")
     with pytest.raises(ConfigError, match="valid: test or train"):

@@ -67,7 +67,7 @@ REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
         "reinagent.benchmarks.arithmetic",
         "Arithmetic20",
         ("cot",),
-        "sums and differences of 0..19 (generated, 300 test / 500 train), reward 1/0",
+        "sums and differences of 0..19 (generated, 300 test / 500 train; heldout: test + train[200:], 600), reward 1/0",
     ),
     "remote": (
         "reinagent.service.remote",

@@ -124,14 +124,31 @@ class Arithmetic(Benchmark):
                 "answer_rule": "as gsm8k: Finish[...] text, else the reply; judged by math-verify"}
 
 
+# `heldout` of arithmetic20: the test split and the train split past its first TRAIN_HEAD tasks, for
+# a comparison that needs more held-out failures than `test` gives (issue 37). It holds out only what
+# a training run did not see: train with num_tasks <= TRAIN_HEAD (scripts/reflect_demo.sh does).
+TRAIN_HEAD = 200
+
+
 class Arithmetic20(Arithmetic):
     """`arithmetic20`: the same problems with operands 0..19 (800 in all): 300 held out for `test`,
-    500 to train on, so a before/after comparison has the tasks a paired test needs (issue 29)."""
+    500 to train on, so a before/after comparison has the tasks a paired test needs (issue 29).
+    `heldout` (600): `test` then `train` past its first 200 tasks, with their own task ids."""
 
     name: ClassVar[str] = "arithmetic20"
-    description: ClassVar[str] = "sums and differences of 0..19 (generated, 300 test / 500 train), reward 1/0"
+    description: ClassVar[str] = ("sums and differences of 0..19 (generated, 300 test / 500 train; heldout: "
+                                  "test + train[200:], 600), reward 1/0")
+    splits: ClassVar[tuple[str, ...]] = (*SPLITS, "heldout")
     top: ClassVar[int] = 19
     test_size: ClassVar[int] = 300
+
+    def load_tasks(self, split: str) -> list[ArithmeticTask]:
+        if split == "heldout":
+            tasks = all_tasks(self.top, self.test_size)
+            return [*tasks["test"], *tasks["train"][TRAIN_HEAD:]]
+        if split not in self.splits:
+            raise ConfigError(f"unknown split {split!r} for {self.name}; valid: {choices(self.splits)}")
+        return super().load_tasks(split)
 
     def make_agent(self, name: str, config) -> ArithmeticAgent:
         agent = super().make_agent(name, config)

@@ -48,7 +48,7 @@ class Search:
         # what judges a terminal node inside the search (see the module's docstring)
         self.judge_by = "internal tests" if self.stepper.value_from_agent else cfg.search_judge
         self.reflector = getattr(episode, "reflector", None) or Reflector(
-            episode.actor.llm, episode.benchmark.reflection_examples)
+            episode.actor.llm, episode.benchmark.reflection_examples, max_tokens=getattr(cfg, "reflection_max_tokens", 200))
 
     # --- the tree ---------------------------------------------------------------------------------
 
