@@ -27,6 +27,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "view": "reinagent.browse.cli:view",
     "store": "reinagent.stores.cli:store",
     "rl": "reinagent.rl.cli:rl",
+    "list": "reinagent.benchmarks.cli:list_",
 }
 
 
@@ -260,25 +261,6 @@ def branch(source, strategy, run_dir, num_trials, quiet) -> None:
     _finish(done)
 
 
-@cli.command(name="list")
-def list_() -> None:
-    """Benchmarks (agents, splits), strategies and model backends."""
-    from reinagent.benchmarks import REGISTRY
-    from reinagent.llm import BACKENDS
-    from reinagent.strategy import ReflexionStrategy
-
-    click.echo("benchmarks (agents):")
-    for name, (_, _, agents, about) in REGISTRY.items():
-        click.echo(f"  {name:<10} {', '.join(agents):<36} {about}")
-        click.echo(f"  {'':<10} splits: {_splits(name)}")
-    click.echo("strategies:")
-    for s in ReflexionStrategy:
-        click.echo(f"  {s.value}")
-    click.echo("model backends:")
-    for name, about in BACKENDS.items():
-        click.echo(f"  {name:<18} {about}")
-
-
 def quiet_libraries() -> None:
     """--quiet: no progress bars or deprecation notes of the libraries a model loads with either
     (transformers' "Loading weights" bar, its FutureWarnings), only our own lines."""
@@ -289,20 +271,6 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     if "transformers" in sys.modules:  # already imported: tell it directly
         sys.modules["transformers"].utils.logging.disable_progress_bar()
-
-
-def _splits(benchmark: str) -> str:
-    """The benchmark's splits, default first; read from its class (a light import: the heavy
-    dependencies of a benchmark load when it is made, not when its module is imported)."""
-    from reinagent.benchmarks import REGISTRY
-
-    module, cls, _, _ = REGISTRY[benchmark]
-    try:
-        bench = getattr(importlib.import_module(module), cls)
-    except ImportError as err:
-        return f"(unavailable: {err})"
-    rest = [s for s in bench.splits if s != bench.default_split]
-    return ", ".join([f"{bench.default_split} (default)", *rest])
 
 
 def _finish(run_dir) -> None:

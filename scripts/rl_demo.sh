@@ -6,6 +6,7 @@
 # The prompt is the bare question (react_format = false): replies are a few tokens.
 # Usage: scripts/rl_demo.sh [OUTDIR] [STEPS] [LEARNING_RATE] [GROUP_SIZE]
 #   (output also in OUTDIR/rl_demo_output.txt; a run's output is committed as docs/rl_demo_output.txt)
+#   TRAIN_PRECISION=bf16: the trainer under bf16 autocast over fp32 master weights (default fp32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-runs/rl_demo}
@@ -45,6 +46,7 @@ max_steps = $STEPS
 save_steps = $STEPS
 learning_rate = $LR
 kl_coef = 0.04
+train_precision = "${TRAIN_PRECISION:-fp32}"
 temperature = ${TEMPERATURE:-1.0}
 dynamic_sampling = ${DYNAMIC_SAMPLING:-2}
 overwrite = true

@@ -121,7 +121,8 @@ def test_an_unknown_rollout_names_the_registered_ones(examples):
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("face", ("reinagent", "reinagent.cli", "reinagent.browse", "reinagent.viewer")),
     ("learn", ("reinagent.rl", "reinagent.distil")),
-    ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair")),
+    ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair",
+             "reinagent.branch")),
     ("exec", ("reinagent.executors",)),
     ("assemble", ("reinagent.experiment", "reinagent.episode", "reinagent.preflight")),
     ("explore", ("reinagent.rollouts", "reinagent.service")),

@@ -7,11 +7,13 @@
                         process), alfworld_data.py (game files), alfworld_prompts.py
     gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
     arithmetic.py       generated one-digit sums (small enough for RL on a CPU); arithmetic20: 0..19
+                        (its heldout split: test + train[200:], for issue 37's demo)
     check.py            `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
     math_judge.py       GSM8K's and arithmetic's judge: math-verify, with our Finish[...]; a
                         restatement of the question is never an answer
     math_text.py        how a reply's numbers are cleaned for it (bold, quotes, −3, 2 1/2, 10^3, ...)
     answers.py          `reinagent check-answers`: re-score outside answers with these judges
+    cli.py              `reinagent list`: benchmarks (agents, splits), strategies, model backends
 
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.
