@@ -125,4 +125,4 @@ evaluate() {  # $1 name, $2 model directory; an evaluation run already in OUTDIR
   $PY -m reinagent.rl.reflect_stats "$WORK"
   echo "== retry success after a trial-1 failure, REFLEXION against NONE over the tasks both failed =="
   $PY -m reinagent.rl.compare "$WORK/eval"
-} 2>&1 | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "^  rollouts: " | tee "$OUT"
+} 2>&1 | grep --line-buffered -v -e "Loading weights" -e "Writing model shards" -e "^  rollouts: " -e "FutureWarning: .is_gradient_checkpointing. is deprecated" -e "^  warnings.warn($" | tee "$OUT"
