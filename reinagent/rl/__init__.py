@@ -8,6 +8,7 @@ Importing this package is cheap: torch and transformers load when a policy is ne
     envs.py               the environment an episode plays: a registered benchmark or an env server
     policy.py             the trainable model and its tokenizer (transformers)
     rollout.py            multi-turn token rollouts: prompt/completion ids, log-probs, environment mask
+    ov_rollout.py         rollout_engine = "openvino": those rollouts sampled by OpenVINO GenAI, weights refreshed per step
     trl_grpo.py           GRPO through TRL's GRPOTrainer fed by the token rollouts (the default trainer)
     grpo.py               our own GRPO loss and learner step (trainer = "reinagent", async mode, SFT)
     reflect.py            method = "reflect": first attempt, G reflections, retries; reward = the retry's success

@@ -72,6 +72,9 @@ class RLAgentConfig(BaseModel):
     # trl trainer: "bf16" runs forward/backward under bf16 autocast, fp32 master weights and
     # optimiser state (rollouts stay fp32); whether it keeps the learning curve is not measured yet
     train_precision: Literal["fp32", "bf16"] = "fp32"
+    # trl trainer: "openvino" samples the rollouts with OpenVINO GenAI from the policy's weights,
+    # written as GGUF before each step (rl/ov_rollout.py: the embedded model's family only)
+    rollout_engine: Literal["torch", "openvino"] = "torch"
     # DAPO's dynamic sampling: up to N rounds of replacing a group whose rewards are all equal (no
     # learning signal) by a fresh group of another training task; 0 keeps every group (sync trainers)
     dynamic_sampling: int = Field(default=0, ge=0)
@@ -116,6 +119,10 @@ class RLAgentConfig(BaseModel):
             raise ValueError("method \"reflect\" trains synchronously: set async_mode = false")
         if self.method == "reflect" and not self.react_format:
             raise ValueError("method \"reflect\" retries with the agent's REFLEXION prompt: set react_format = true")
+        if self.rollout_engine == "openvino" and (self.trainer != "trl" or self.async_mode or self.method == "sft"):
+            raise ValueError("rollout_engine = \"openvino\" samples for TRL's trainer only (it recomputes the "
+                             "log-probs): set trainer = \"trl\" with method grpo or reflect and async_mode = false, "
+                             "or rollout_engine = \"torch\"")
         return self
 
     @property

@@ -188,6 +188,11 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     if cfg.train_precision != "fp32" and not trl:
         raise ConfigError(f"train_precision = {cfg.train_precision!r} trains through TRL only: set trainer = \"trl\" with method "
                           "grpo or reflect and async_mode = false, or train_precision = \"fp32\"")
+    from reinagent.rl.ov_rollout import OpenVINORollouts, check_engine
+
+    check_engine(cfg.rollout_engine, "trl" if trl else "reinagent", method)
+    if cfg.rollout_engine == "openvino":
+        rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers)
     rank = current_rank()
     own = rank.own_dir(out)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
@@ -279,6 +284,9 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                         record(step, episodes, stats, rollout_s, learner.version - 1, resampled)
     finally:
         log.close()
+        if rollout.engine is not None:
+            rollout.engine.close()
+            rollout.engine = None
     summary.checkpoint = str(out / "checkpoint")
     if rank.main:  # every rank holds the same weights (gradients are all-reduced); one writes them
         save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})

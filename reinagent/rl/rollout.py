@@ -82,6 +82,8 @@ class TokenRollout:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.ends[0]
         # called after every generation batch: on_progress(episodes done, episodes, tokens generated, seconds)
         self.on_progress: Callable[[int, int, int, float], None] | None = None
+        # rollout_engine = "openvino": replies come from OpenVINO GenAI (rl/ov_rollout.py), not generate()
+        self.engine: Any = None
 
     # --- text <-> tokens -----------------------------------------------------------------------
 
@@ -231,6 +233,9 @@ class TokenRollout:
         import torch
 
         contexts = [e.prompt_ids + e.completion_ids for e in chunk]
+        if self.engine is not None:
+            return self.engine.generate(model, contexts, temperature=temperature, ends=self.ends,
+                                        max_new_tokens=max_new_tokens or self.cfg.max_response_length)
         width = max(len(c) for c in contexts)
         device = getattr(model, "device", None)  # TRL may have moved the policy to a GPU
         input_ids = torch.tensor([[self.pad_id] * (width - len(c)) + c for c in contexts], device=device)

@@ -134,6 +134,8 @@ def make_rollout_func(rollout: TokenRollout, cfg: RLAgentConfig, by_id: dict[str
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         group = trainer.num_generations
         tasks, step, model = _slots(prompts, trainer, by_id)
+        if rollout.engine is not None:
+            rollout.engine.version = step  # the weights the step's rollouts come from
         started = time.perf_counter()
         episodes, callback.resampled = rollout.run_with_signal(
             model, tasks, pool, samples=group, temperature=cfg.temperature, version=step - 1,
@@ -159,6 +161,8 @@ def make_reflect_rollout_func(reflect: Any, cfg: RLAgentConfig, by_id: dict[str,
 
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         tasks, step, model = _slots(prompts, trainer, by_id)
+        if reflect.rollout.engine is not None:
+            reflect.rollout.engine.version = step
         started, began = time.perf_counter(), time.time()
         played = reflect.play(model, tasks, pool, samples=cfg.group_size, temperature=cfg.temperature,
                               version=step - 1, seed=step_seed(cfg, step, rank), rounds=cfg.dynamic_sampling)
