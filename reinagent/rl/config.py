@@ -70,7 +70,7 @@ class RLAgentConfig(BaseModel):
     trainer: Literal["trl", "reinagent"] = "trl"  # GRPO: TRL's GRPOTrainer, or our own loss (async mode uses ours)
     save_steps: int = Field(default=10, gt=0)  # trl trainer: a resumable checkpoint every N steps (and at the end)
     # trl trainer: "bf16" runs forward/backward under bf16 autocast, fp32 master weights and
-    # optimiser state (rollouts stay fp32); whether it keeps the learning curve is not measured yet
+    # optimiser state (rollouts stay fp32); the RL demo re-run with it: 49.0% held out, fp32 46.3%
     train_precision: Literal["fp32", "bf16"] = "fp32"
     # trl trainer: "openvino" samples the rollouts with OpenVINO GenAI from the policy's weights,
     # written as GGUF before each step (rl/ov_rollout.py: the embedded model's family only)
