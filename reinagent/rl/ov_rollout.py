@@ -18,7 +18,7 @@ What differs from the transformers path, and is why it is a setting, not the def
 - the policy must be the embedded model's family and tokenizer (SmolLM2-135M-Instruct's shape), as
   for `local:CHECKPOINT` on OpenVINO; another policy is a one-line error at the first step.
 The weight refresh (save, GGUF write, pipeline load) costs seconds per step; `refresh_s` keeps
-each, and perf/rl_throughput.py reports tokens per second with and without it.
+each, and perf/ov_rollouts.py reports tokens per second with and without it.
 """
 
 from __future__ import annotations
