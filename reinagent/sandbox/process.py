@@ -56,7 +56,12 @@ class Limits:
     nproc: int = 4  # without a cgroup: processes and threads of the run's uid, memory_mb / nproc each
     cgroup_nproc: int = 32  # with one: its pids.max, and RLIMIT_NPROC
     scratch_mb: int = 64  # size of the private /sandbox and /tmp under bubblewrap
-    grace_s: float = 3.0  # wall-clock allowance for start-up and teardown on top of timeout_s
+    grace_s: float = 3.0  # wall-clock allowance for start-up and teardown on top of the backstop
+    # Time limits count the CPU the program spends (the harness's ITIMER_PROF per test or call,
+    # RLIMIT_CPU for the whole run): a model generating beside the judge slows the program's
+    # clock, not its CPU. The wall clock is only a backstop for a program that waits: this many
+    # times the limit (docs/programming.md, "What the time limit measures").
+    wall_factor: float = 5.0
     output_chars: int = 2000  # tail of the output kept in the result
 
 
@@ -73,6 +78,11 @@ def rlimits(limits: Limits, timeout_s: float, extra_nproc: int, *, cgroup: bool 
         "RLIMIT_NPROC": (nproc + extra_nproc,) * 2,
         "RLIMIT_CORE": (0, 0),
     }
+
+
+def wall_limit(cpu_s: float, limits: Limits) -> float:
+    """The wall-clock backstop for a run or call limited to `cpu_s` seconds of CPU."""
+    return cpu_s * limits.wall_factor + limits.grace_s
 
 
 def _launch(mode: Mode, limits: Limits, uid: int | None) -> Launch:
@@ -141,7 +151,7 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
         base = usable_base()
         if base is not None:
             group = RunCgroup(base, limits.memory_mb, limits.cgroup_nproc)
-        spec = {**spec, "serve": serve, "drop": launch.drop,
+        spec = {**spec, "serve": serve, "drop": launch.drop, "wall_factor": limits.wall_factor,
                 "limits": rlimits(limits, timeout_s, launch.extra_nproc, cgroup=group is not None)}
         if mode is not Mode.BWRAP:  # bwrap has --die-with-parent; elsewhere the harness prctl()s
             spec["parent_pid"] = os.getpid()
@@ -208,7 +218,7 @@ def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str
             proc = child.proc
             timed_out = False
             try:
-                proc.communicate(frame(marshal.dumps(child.spec)), timeout=job["timeout_s"] + limits.grace_s)
+                proc.communicate(frame(marshal.dumps(child.spec)), timeout=wall_limit(job["timeout_s"], limits))
             except subprocess.TimeoutExpired:
                 timed_out = True
                 child.kill()
@@ -283,7 +293,7 @@ def interpret(
         return {**base, **_from_report(report, job["tests"]), "reported": True}
     sig = _signal_of(returncode, mode)
     if timed_out:
-        reason, message = "timeout", f"killed after {job['timeout_s']:g} s (wall clock)"
+        reason, message = "timeout", f"killed after {wall_limit(job['timeout_s'], limits):g} s of wall time (the backstop for {job['timeout_s']:g} s of CPU)"
     elif sig == signal.SIGXCPU:
         reason, message = "timeout", "CPU time limit exceeded"
     elif "MemoryError" in text:

