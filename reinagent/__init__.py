@@ -15,6 +15,7 @@ imported on use. docs/architecture.md draws how the parts below meet.
     store.py runlock.py        the run directory (append-only records.jsonl) and its one-writer lock
     resuming.py repair.py      what a resume changes; `reinagent repair` of a corrupt record file
     branch.py                  `reinagent branch`: a run under another strategy sharing a run's trial 1
+    first_programs.py          a programming run's first programs judged by the hidden tests after its loop
     outcome.py preflight.py    a run's exit code; checks before the first episode
     cli.py errors.py           the console script; errors that become one line, not a traceback
     paths.py provenance.py redact.py   data and cache folders; run provenance; keys kept out of logs

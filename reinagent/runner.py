@@ -27,8 +27,11 @@ from reinagent.store import RunStore, check_new_run_dir, read_records
 
 
 async def _execute(exp: Experiment, records: list[TrialRecord], progress: bool) -> Path:
+    from reinagent.first_programs import judge_first_programs
+
     try:
         await run_trials(exp, records, progress=progress)
+        await judge_first_programs(exp)  # after the loop: its verdicts never reach a prompt
     finally:
         try:
             for llm in exp.llms:

@@ -122,7 +122,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("face", ("reinagent", "reinagent.cli", "reinagent.browse", "reinagent.viewer")),
     ("learn", ("reinagent.rl", "reinagent.distil")),
     ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair",
-             "reinagent.branch")),
+             "reinagent.branch", "reinagent.first_programs")),
     ("exec", ("reinagent.executors",)),
     ("assemble", ("reinagent.experiment", "reinagent.episode", "reinagent.preflight")),
     ("explore", ("reinagent.rollouts", "reinagent.service")),

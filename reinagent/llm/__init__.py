@@ -2,6 +2,8 @@
 
     local               the embedded SmolLM2-135M-Instruct on OpenVINO GenAI (CPU, continuous batching),
                         precision `fast` (the GGUF read directly) or `exact` (an f32 IR: transformers' text)
+    local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b   real instruct models installed by the
+                        `qwen` extra as GGUF files split across packages (packaged.py)
     local:PATH          a GGUF file or OpenVINO IR directory the same way; a Hugging Face directory (an
                         RL or distillation checkpoint) of the embedded model's family and tokenizer too,
                         written once as GGUF (gguf_export.py); any other goes to transformers, as hf:PATH
@@ -17,6 +19,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
+    packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
@@ -32,7 +35,8 @@ from reinagent.errors import ConfigError
 from reinagent.llm.base import LLM, Completion, GenerationParams
 
 BACKENDS: dict[str, str] = {
-    "local": "embedded SmolLM2-135M-Instruct on OpenVINO GenAI (local:PATH: a GGUF file, OpenVINO IR or HF dir; alias ov)",
+    "local": "embedded SmolLM2-135M-Instruct on OpenVINO GenAI (local:PATH: a GGUF file, OpenVINO IR or HF dir; "
+             "local:qwen2.5-coder-1.5b and local:qwen2.5-coder-0.5b with the qwen extra; alias ov)",
     "hf": "embedded SmolLM2-135M-Instruct on transformers (hf:PATH: a HF dir or GGUF file; CUDA machines)",
     "scripted": "scripted:FILE, replies from a YAML/JSON/text file (no model)",
     "openai-compatible": "openai/NAME with --base-url URL (vLLM, llama.cpp server, proxies)",

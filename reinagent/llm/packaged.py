@@ -87,9 +87,9 @@ def lookup(path: str) -> PackagedModel | None:
 
 def model_file(model: PackagedModel, root: str | None = None) -> Path:
     """The GGUF file the engine loads for `model`, assembled (and re-written) now if need be."""
-    from reinagent.llm.local import models_cache
+    from reinagent.paths import cache_root
 
-    cache = models_cache(root)
+    cache = (Path(root).expanduser() if root else cache_root()) / "models"  # as llm.local.models_cache
     assembled = cache / f"{model.name}.gguf"
     if not _verified(assembled, model.size, model.sha256):
         assemble(model, assembled)

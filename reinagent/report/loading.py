@@ -12,6 +12,7 @@ from typing import Any
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, TrialRecord, recorded_evaluator, solved_at
+from reinagent.report.first_programs import read_first_programs
 from reinagent.store import is_run_dir, read_records, read_spec
 
 
@@ -79,5 +80,6 @@ def load(paths: list[str | Path] | str | Path) -> list[LoadedRun]:
     runs = []
     for run_dir in find_run_dirs(paths):
         spec, records = read_run(run_dir)
-        runs.append(LoadedRun(run_dir, spec, records, summarize_records(spec, records, str(run_dir))))
+        summary = summarize_records(spec, records, str(run_dir), first_programs=read_first_programs(run_dir))
+        runs.append(LoadedRun(run_dir, spec, records, summary))
     return runs

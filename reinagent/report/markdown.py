@@ -7,7 +7,7 @@ from typing import Any
 from reinagent.terminal import plain
 
 from reinagent.report.rollouts import rollout_table
-from reinagent.report.significance import first_vs_last_line, retry_line, retry_table, significance_table
+from reinagent.report.significance import first_program_line, first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
     Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table,
     usage_table,
@@ -65,6 +65,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         *([f"success rate {s['success_rate']:.1%}: {s['judged_by']}", ""] if s.get("judged_by") else []),
         *([line, ""] if (line := first_vs_last_line(s)) else []),
+        *([line, ""] if (line := first_program_line(s)) else []),
         *([line, ""] if (line := retry_line(s)) else []),
         f"{h}# Rollout",
         "",

@@ -73,6 +73,29 @@ def first_vs_last(s: dict[str, Any]) -> dict[str, Any] | None:
             "p_mcnemar": mcnemar_exact(gained, lost)}
 
 
+def first_program_vs_pass_at_1(s: dict[str, Any]) -> dict[str, Any] | None:
+    """A programming run's pass@1 against the single attempt of its own first programs, paired by
+    task (McNemar); None until every task's first program has a verdict (reinagent.first_programs)."""
+    solved = s.get("solved_tasks") or {}
+    if "first_program" not in solved or s.get("first_programs_judged") != s.get("num_tasks") or unattempted(s):
+        return None
+    single, final = set(solved["first_program"]), set(solved["by_last_trial"])
+    gained, lost = len(final - single), len(single - final)
+    return {"single": len(single), "final": len(final), "gained": gained, "lost": lost,
+            "p_mcnemar": mcnemar_exact(gained, lost)}
+
+
+def first_program_line(s: dict[str, Any]) -> str | None:
+    """'single attempt (the first programs, judged after the loop) 120 -> pass@1 131 of 164 ...'."""
+    f = s.get("first_program_vs_pass_at_1")
+    if not f:
+        return None
+    n = s["num_tasks"]
+    return (f"single attempt (each task's first program, judged by the hidden tests after the loop) "
+            f"{f['single']}/{n} ({f['single'] / n:.1%}) -> pass@1 {f['final']}/{n} ({f['final'] / n:.1%}) "
+            f"(+{f['gained']}, -{f['lost']}), McNemar exact {verdict(f['p_mcnemar'])}")
+
+
 def between_runs(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """`other` against `base` at the last trial: McNemar when they share their tasks, and z."""
     a, b = set(base["solved_tasks"]["by_last_trial"]), set(other["solved_tasks"]["by_last_trial"])

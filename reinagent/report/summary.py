@@ -34,10 +34,11 @@ F1_BENCHMARKS = ("hotpotqa",)
 
 def summarize(run_dir: str | Path) -> dict[str, Any]:
     """One JSON-able object describing a run, complete, in progress or killed."""
+    from reinagent.report.first_programs import read_first_programs
     from reinagent.store import read_records, read_spec
 
     spec, records = read_spec(Path(run_dir)), read_records(Path(run_dir))
-    return summarize_records(spec, records, run_dir=str(run_dir))
+    return summarize_records(spec, records, run_dir=str(run_dir), first_programs=read_first_programs(run_dir))
 
 
 def _as_training(summary: dict[str, Any], records: list[TrialRecord]) -> None:
@@ -55,8 +56,11 @@ def _as_training(summary: dict[str, Any], records: list[TrialRecord]) -> None:
         u["latency_s"] = None
 
 
-def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = "") -> dict[str, Any]:
-    """The summary of de-duplicated records (one per (task, trial), as `load_run` gives them)."""
+def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = "",
+                      first_programs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The summary of de-duplicated records (one per (task, trial), as `load_run` gives them).
+    `first_programs`: a programming run's first programs judged after its loop
+    (reinagent.first_programs), which become `solved_tasks.first_program`."""
     cfg = spec.config
     num_trials = int(cfg.get("num_trials") or 0)
     # An RL training run's rollouts (reinagent/rl/loop.py): trial = training step, tasks are sampled
@@ -165,7 +169,13 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     }
     if steps:
         _as_training(summary, records)
-    from reinagent.report.significance import retry_after_failure
+    if first_programs is not None:
+        # the single attempt on the same tasks: which first programs the hidden tests pass
+        summary["solved_tasks"]["first_program"] = sorted(t for t, v in first_programs.items() if v["passed"] and t in task_ids)
+        summary["first_programs_judged"] = sum(t in first_programs for t in task_ids)
+    from reinagent.report.significance import first_program_vs_pass_at_1, retry_after_failure
+
+    summary["first_program_vs_pass_at_1"] = first_program_vs_pass_at_1(summary)
 
     summary["retry_after_failure"] = retry_after_failure(summary)  # None below 2 trials
     summary["label"] = run_label(summary)
