@@ -196,7 +196,7 @@ def make_experiment(config: RunConfig, bench: Benchmark, tasks: list[Task], stor
                 models: tuple[LLM, LLM, list[LLM]]) -> Experiment:
     actor, reflector_llm, llms = models
     plan = config.reflection_prompt == "plan"
-    reflector = Reflector(reflector_llm, (plan and bench.plan_examples) or bench.reflection_examples,
+    reflector = Reflector(reflector_llm, (plan and bench.plan_examples) or bench.reflection_examples_for(config.agent),
                           style=config.reflection_prompt, max_tokens=config.reflection_max_tokens)
     agent = bench.make_agent(config.agent, config)
     return Experiment(config, bench, agent, tasks, actor, reflector, store, llms)

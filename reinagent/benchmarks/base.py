@@ -28,11 +28,19 @@ class Benchmark(abc.ABC):
     default_split: ClassVar[str]
     #: a worked example of a failed attempt and its reflection, for the Reflector's prompt
     reflection_examples: ClassVar[str] = ""
+    #: the same per agent where the benchmark's agents fail in different shapes (HotpotQA: ReAct
+    #: searches, CoT reads a context). A real model copies its examples almost word for word, so
+    #: an example must look like the loop it is shown in, as the reference keeps one set per agent.
+    reflection_examples_by_agent: ClassVar[dict[str, str]] = {}
     #: `--evaluator` when none is given: "internal" where the agent writes tests of its own
     #: (programming), None where the benchmark's verdict is the only evaluator (no choice)
     default_evaluator: ClassVar[str | None] = None
     #: the same for `--reflection-prompt plan` (ending "New plan: ..."); "" = reflection_examples
     plan_examples: ClassVar[str] = ""
+
+    def reflection_examples_for(self, agent: str | None) -> str:
+        """The Reflector's examples for a failed attempt of `agent`."""
+        return self.reflection_examples_by_agent.get(agent or "", self.reflection_examples)
 
     @property
     def env_id(self) -> str:

@@ -11,7 +11,7 @@ import click
 def list_() -> None:
     """Benchmarks (agents, splits), strategies and model backends."""
     from reinagent.benchmarks import REGISTRY
-    from reinagent.llm import BACKENDS
+    from reinagent.llm import BACKENDS, packaged
     from reinagent.strategy import ReflexionStrategy
 
     click.echo("benchmarks (agents):")
@@ -24,6 +24,9 @@ def list_() -> None:
     click.echo("model backends:")
     for name, about in BACKENDS.items():
         click.echo(f"  {name:<18} {about}")
+    click.echo("packaged models (--model / --reflector-model; real instruct models, offline):")
+    for model, about in packaged.describe():
+        click.echo(f"  {model:<26} {about}")
 
 
 def _splits(benchmark: str) -> str:

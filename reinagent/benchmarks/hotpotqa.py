@@ -238,6 +238,8 @@ class HotpotQA(Benchmark):
     splits: ClassVar[tuple[str, ...]] = tuple(SPLIT_FILES)
     default_split: ClassVar[str] = "hard100"
     reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
+    reflection_examples_by_agent: ClassVar[dict[str, str]] = {
+        "cot-context": prompts.COT_CONTEXT_REFLECTION_EXAMPLES, "cot-no-context": prompts.COT_REFLECTION_EXAMPLES}
     mcts_iterations: ClassVar[int] = 30  # LATS's setting for HotpotQA
 
     def load_tasks(self, split: str) -> list[HotpotTask]:

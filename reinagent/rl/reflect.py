@@ -85,7 +85,7 @@ class ReflectRollout:
         self.rollout = rollout
         self.bench, self.agent, self.cfg, self.run_config = rollout.bench, rollout.agent, rollout.cfg, rollout.run_config
         # the Reflector's prompt (its model is the policy here, so no LLM is handed to it)
-        self.reflector = Reflector(None, self.bench.reflection_examples,  # type: ignore[arg-type]
+        self.reflector = Reflector(None, self.bench.reflection_examples_for(self.run_config.agent),  # type: ignore[arg-type]
                                    max_tokens=self.cfg.reflection_max_tokens)
 
     # --- the prompts the trial loop would build -------------------------------------------------

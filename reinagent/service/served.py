@@ -38,7 +38,7 @@ class ServedBenchmark(Benchmark):
         self.inner = inner
         self.client = EnvClient(env_url)
         for attr in ("name", "version", "description", "agents", "default_agent", "splits", "default_split",
-                     "reflection_examples", "default_evaluator"):
+                     "reflection_examples", "reflection_examples_by_agent", "default_evaluator"):
             setattr(self, attr, getattr(inner, attr))
         self._health: dict[str, Any] | None = None
 
