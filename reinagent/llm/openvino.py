@@ -106,6 +106,7 @@ class OVEngine:
         self._closed = False
         self._cancelled = False  # worker thread: requests cancelled since its last step
         self.pipe = None  # the pipeline, once the worker thread loaded it
+        self.draft_tokens = 0  # > 0: a draft model proposes this many tokens a step
 
     def kv_cache(self) -> dict[str, float]:
         """The KV pool as the pipeline reports it: its size in bytes, and the peak share in use (percent)."""
@@ -226,6 +227,10 @@ class OVEngine:
             properties["KV_CACHE_PRECISION"] = "f32"
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
+        draft = draft_model()
+        if draft is not None:  # speculative decoding: same greedy text, fewer steps of the big model
+            properties["draft_model"] = og.draft_model(str(draft), "CPU")
+            self.draft_tokens = env_count("REINAGENT_OV_DRAFT_TOKENS", 4)
         pipe = self.pipe = og.ContinuousBatchingPipeline(str(prepared.path), scheduler, "CPU", properties)
         tokenizer = self.tokenizer = pipe.get_tokenizer()
         self.info = {
@@ -242,7 +247,10 @@ class OVEngine:
                 ids = _encode(tokenizer, req.messages)
             req.prompt_tokens = int(ids.get_shape()[-1])
             request_id = next(self._ids)
-            req.handle = pipe.add_request(request_id, ids, _generation_config(req.params, req.rollout_id))
+            config = _generation_config(req.params, req.rollout_id)
+            if self.draft_tokens:
+                config.num_assistant_tokens = self.draft_tokens
+            req.handle = pipe.add_request(request_id, ids, config)
         except Exception as err:  # noqa: BLE001 - a bad request (e.g. an invalid grammar) fails alone
             _resolve(req, exc=ModelError(f"OpenVINO rejected the request: {type(err).__name__}: {err}"))
             return
@@ -285,6 +293,25 @@ class OVEngine:
             if req is None:
                 return
             _resolve(req, exc=err)
+
+
+def draft_model() -> Path | None:
+    """The draft model of speculative decoding, from REINAGENT_OV_DRAFT: a packaged model's name
+    (its IR, made once: reinagent.llm.packaged.draft_ir) or an OpenVINO IR folder; None when unset.
+    Off by default: perf/qwen_speed.py measured it (docs/models.md, "Speed")."""
+    name = os.environ.get("REINAGENT_OV_DRAFT", "").strip()
+    if not name:
+        return None
+    from reinagent.llm import packaged
+
+    named = packaged.lookup(name)
+    if named is not None:
+        return packaged.draft_ir(named)
+    path = Path(name).expanduser()
+    if not (path / "openvino_model.xml").is_file():
+        names = ", ".join(packaged.MODELS)
+        raise ConfigError(f"REINAGENT_OV_DRAFT={name!r} is neither a packaged model ({names}) nor an OpenVINO IR folder")
+    return path
 
 
 def _encode(tokenizer, messages: Sequence[Message]):

@@ -104,6 +104,35 @@ def model_file(model: PackagedModel, root: str | None = None) -> Path:
     return target
 
 
+def draft_ir(model: PackagedModel, root: str | None = None) -> Path:
+    """An OpenVINO IR folder of `model`, for speculative decoding's draft model (OpenVINO GenAI
+    takes a draft only as IR). OpenVINO GenAI's own GGUF reader writes it (enable_save_ov_model)
+    from the checked GGUF file, once, into a temporary folder that is renamed into place."""
+    import openvino_genai as og
+
+    gguf = model_file(model, root)
+    target = gguf.parent / f"{model.name}-ir"
+    if (target / "openvino_model.xml").is_file():
+        return target
+    tmp = _tmp_of(target)
+    tmp.mkdir(parents=True)
+    try:
+        os.link(gguf, tmp / "model.gguf")  # the reader saves beside the file it read
+        og.LLMPipeline(str(tmp / "model.gguf"), "CPU", enable_save_ov_model=True)
+        (tmp / "model.gguf").unlink()
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "openvino_model.xml").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
 def assemble(model: PackagedModel, target: Path) -> None:
     """Concatenate the parts' data files into `target`; published only when size and sha256 match."""
     sources = part_files(model)
