@@ -6,8 +6,9 @@ The reference is transformers in f32 on the published GGUF file (gguf-py dequant
 Q5_0 included, exactly); the engine runs the file `local:NAME` loads (for the 0.5B, its Q5_0
 tensors re-written as Q8_0, which keeps every weight: reinagent/llm/packaged.py). Both decode
 greedily, one prompt at a time, through the model's own chat template. The engine runs twice: at
-f32 inference, and at the CPU's default inference precision (bf16 where the CPU has it), which is
-what a run uses. Printed per prompt: the tokens both produced before their first difference, and
+f32 inference and an f32 KV cache, and at the CPU's defaults (bf16 arithmetic where the CPU has
+it, a u8 KV cache), which is what a run uses. For the 0.5B the re-written file also goes through
+the same transformers reference, which must reproduce the published file's replies exactly. Printed per prompt: the tokens both produced before their first difference, and
 whether the whole reply is equal. Differences come from arithmetic (kernels, accumulation order,
 bf16), not from the weights.
 """
@@ -62,7 +63,18 @@ def main() -> int:
     del ref
 
     rows = []
-    for label, props in (("engine f32", {"INFERENCE_PRECISION_HINT": "f32"}), ("engine default", {})):
+    if engine_file != published:  # the re-written file through the same reference: must equal it exactly
+        ref = AutoModelForCausalLM.from_pretrained(engine_file.parent, gguf_file=engine_file.name, dtype=torch.float32)
+        ref.eval()
+        for i, text in enumerate(texts):
+            ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
+            with torch.no_grad():
+                out = ref.generate(ids, max_new_tokens=args.tokens, do_sample=False)
+            got = _until_eos(out[0, ids.shape[1]:].tolist(), tok.eos_token_id)
+            rows.append(("transformers Q8_0", i, _common(reference[i], got), len(reference[i]), got == reference[i]))
+        del ref
+    f32 = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+    for label, props in (("engine f32", f32), ("engine default", {})):
         pipe = og.LLMPipeline(str(engine_file), "CPU", **props)
         for i, text in enumerate(texts):
             ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
@@ -77,7 +89,7 @@ def main() -> int:
     print(f"{'engine':<16} {'prompt':>6} {'agree':>6} {'of':>4}  equal")
     for label, i, agree, total, equal in rows:
         print(f"{label:<16} {i:>6} {agree:>6} {total:>4}  {'yes' if equal else 'no'}")
-    for label in ("engine f32", "engine default"):
+    for label in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == label]
         print(f"{label}: {sum(r[4] for r in mine)} of {len(mine)} greedy replies equal to transformers f32; "
               f"{sum(r[2] for r in mine)} of {sum(r[3] for r in mine)} tokens before the first difference")
