@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
+from reinagent.runfiles import MAX_LINE_BYTES, MAX_SPEC_BYTES, iter_lines, read_bounded, tail
 from reinagent.runlock import RunLock, open_no_follow
 
 SPEC = "spec.json"
@@ -76,16 +77,49 @@ def read_spec(run_dir: Path) -> RunSpec:
     if not is_run_dir(run_dir):
         raise RunDirError(f"{run_dir} is not a reinagent run directory (no {SPEC})")
     try:
-        return RunSpec.model_validate_json((run_dir / SPEC).read_text(encoding="utf-8"))
+        spec = RunSpec.model_validate_json(read_bounded(run_dir / SPEC, MAX_SPEC_BYTES))
     except (ValidationError, ValueError) as err:
         raise RunDirError(f"{run_dir / SPEC} is corrupt: {str(err).splitlines()[0]}") from None
+    check_spec_values(spec, run_dir / SPEC)
+    return spec
+
+
+def check_spec_values(spec: RunSpec, where: Path) -> None:
+    """A RunDirError when a setting in the spec is outside what `run` accepts: readers size tables
+    by them (a planted `num_trials: 1e9` grew every reader to gigabytes). Settings of older
+    versions that no longer exist, and values that are not numbers, are left to their readers."""
+    from reinagent.config import RunConfig
+
+    for name, value in spec.config.items():
+        field = RunConfig.model_fields.get(name)
+        if field is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        low = next((b for bound in field.metadata for b in (getattr(bound, "ge", None),
+                                                            getattr(bound, "gt", None)) if b is not None), None)
+        high = next((b for bound in field.metadata for b in (getattr(bound, "le", None),
+                                                             getattr(bound, "lt", None)) if b is not None), None)
+        if (high is not None and value > high) or (low is not None and value < low) or value != value:
+            raise RunDirError(f"{where}: {name} is {value!r}, outside what a run accepts "
+                              f"({low if low is not None else '-inf'} to {high if high is not None else 'inf'}); "
+                              f"a planted or broken spec?")
+    if isinstance(spec.config.get("num_trials"), float):  # a count, as every reader takes it
+        raise RunDirError(f"{where}: num_trials is {spec.config['num_trials']!r}, not a whole number")
 
 
 def parse_line(raw: bytes) -> Entry:
-    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed."""
+    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed,
+    or when a trial number is outside 1..MAX_TRIALS (readers size tables by it)."""
+    from reinagent.config import MAX_TRIALS
+
     if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
-        return Supersede.model_validate_json(raw)
-    return TrialRecord.model_validate_json(raw)
+        marker = Supersede.model_validate_json(raw)
+        trials = [trial for _, trial in marker.keys]
+    else:
+        marker = TrialRecord.model_validate_json(raw)
+        trials = [marker.trial]
+    if any(not 1 <= trial <= MAX_TRIALS for trial in trials):
+        raise ValueError(f"a trial number outside 1 to {MAX_TRIALS}")
+    return marker
 
 
 def _problem(err: Exception) -> str:
@@ -102,14 +136,13 @@ def read_log(run_dir: Path) -> list[Entry]:
     if not path.exists():
         return []
     entries: list[Entry] = []
-    lines = path.read_bytes().split(b"\n")
-    for number, raw in enumerate(lines, start=1):
+    for number, raw, complete in iter_lines(path):  # a regular file, each line bounded
         if not raw.strip():
             continue
         try:
             entries.append(parse_line(raw))
         except ValueError as err:
-            if number == len(lines):  # no newline after it: cut short
+            if not complete:  # no newline after it: cut short
                 break
             raise RunDirError(
                 f"corrupt record file {path}:{number} (line {number}): {_problem(err)}; "
@@ -220,12 +253,12 @@ class RunStore:
         path = self.run_dir / RECORDS
         if not path.exists():
             return
-        data = path.read_bytes()
+        data = tail(path, MAX_LINE_BYTES + 1)  # read_log has bounded every line
         if not data or data.endswith(b"\n"):
             return
-        keep = data.rfind(b"\n") + 1
+        keep = path.stat().st_size - len(data) + data.rfind(b"\n") + 1
         try:
-            parse_line(data[keep:])
+            parse_line(data[data.rfind(b"\n") + 1:])
         except ValueError:
             fd = open_no_follow(path, os.O_WRONLY)
             try:
