@@ -178,8 +178,9 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
     endpoints (reinagent/seal.py), or this command line names every endpoint the run records. A
     ConfigError (one line) when neither holds and a key would travel: the recorded --api-key-env
     (whatever variable it names), REINAGENT_SERVER_API_KEY to a recorded --base-url, or
-    REINAGENT_ENV_TOKEN to a recorded --env-url. A run directory is data anyone can write; it
-    must not choose which of your secrets go where (issue 45)."""
+    REINAGENT_ENV_TOKEN to a recorded --env-url; or when the run would join a recorded Ray
+    cluster (--ray-address). A run directory is data anyone can write; it must not choose which
+    of your secrets go where, nor whose cluster runs your episodes (issue 45)."""
     from reinagent.llm.wire import SERVER_KEY_ENV, is_provider_endpoint
     from reinagent.seal import DESTINATIONS, is_sealed
     from reinagent.service.client import TOKEN_ENV
@@ -201,6 +202,10 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
     env_url = recorded.get("env_url") if "env_url" not in given else None
     if env_url and os.environ.get(TOKEN_ENV):
         ask.append(("--env-url URL", f"env_url {env_url}"))
+    # a Ray cluster is sent the episode code and its answers are unpickled here: as trusted as a key
+    ray = recorded.get("ray_address") if "ray_address" not in given else None
+    if ray and (overrides.get("executor") or spec.config.get("executor")) == "ray":
+        ask.append(("--ray-address HOST:PORT", f"ray_address {ray}"))
     if ask:
         raise ConfigError(
             f"spec.json names where to send your keys ({', '.join(why for _, why in ask)}) and this user did "

@@ -1,7 +1,8 @@
 """A run's endpoints, sealed by the user who chose them.
 
-spec.json records where a run's requests went (`base_url`, `env_url`) and which variable held the
-key (`api_key_env`), so that `resume` and `branch` can go on without being told again. But a run
+spec.json records where a run's requests went (`base_url`, `env_url`, the Ray cluster at
+`ray_address`, which is sent the run's code and whose answers are unpickled here) and which
+variable held the key (`api_key_env`), so that `resume` and `branch` can go on without being told again. But a run
 directory is data: anyone can write one (a shared folder, a downloaded tarball, an edited file),
 and its spec must not decide which of this user's secrets go where. So a run created (or resumed
 with those flags) here carries an HMAC of those three settings, keyed by a random key that lives
@@ -25,7 +26,7 @@ from typing import Any
 
 from reinagent.paths import state_root
 
-DESTINATIONS = ("base_url", "api_key_env", "env_url")
+DESTINATIONS = ("base_url", "api_key_env", "env_url", "ray_address")
 SEAL_FIELD = "endpoints_seal"  # in spec.settings
 _KEY_FILE = "seal.key"
 _KEY_BYTES = 32

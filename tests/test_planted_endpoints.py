@@ -195,3 +195,14 @@ def test_url_credentials_echoed_back_are_redacted(tmp_path, env):
     encoded = base64.b64encode(f"someone:{password}".encode()).decode()
     for where in (records, out.stdout, out.stderr, *(p.read_text() for p in (tmp_path / "r").glob("*.log"))):
         assert password not in where and encoded not in where
+
+
+def test_a_planted_ray_cluster_is_not_joined(planted, env):
+    spec = json.loads((planted / "spec.json").read_text())
+    spec["config"]["executor"], spec["config"]["ray_address"] = "ray", "127.0.0.1:1"
+    spec["config"]["base_url"] = spec["config"]["api_key_env"] = None  # only the cluster is planted
+    spec["config"]["model"] = "scripted:nowhere.yaml"
+    (planted / "spec.json").write_text(json.dumps(spec))
+    out = run_cli("resume", str(planted), "--num-trials", "3", "--quiet", env=env)
+    one_line_error(out, "--ray-address HOST:PORT", "127.0.0.1:1")
+    assert out.returncode == 2
