@@ -33,6 +33,10 @@ RECORDS = "records.jsonl"
 QUARANTINE = "records.quarantine.jsonl"
 
 Entry = TrialRecord | Supersede
+# The highest trial number a record may carry: a run's trials are at most config.MAX_TRIALS, but an
+# RL run records its training step as the trial (reinagent/rl/loop.py), and steps run to thousands.
+# Readers build one row per trial up to the highest one, so a planted `trial: 1e9` is refused here.
+MAX_RECORD_TRIAL = 100_000
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
@@ -104,21 +108,23 @@ def check_spec_values(spec: RunSpec, where: Path) -> None:
                               f"a planted or broken spec?")
     if isinstance(spec.config.get("num_trials"), float):  # a count, as every reader takes it
         raise RunDirError(f"{where}: num_trials is {spec.config['num_trials']!r}, not a whole number")
+    steps = spec.settings.get("steps")  # an RL run's planned steps: its reports' trials
+    if isinstance(spec.settings.get("rl"), dict) and steps is not None and (
+            not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps <= MAX_RECORD_TRIAL):
+        raise RunDirError(f"{where}: settings.steps is {steps!r}, outside 0 to {MAX_RECORD_TRIAL}; a planted or broken spec?")
 
 
 def parse_line(raw: bytes) -> Entry:
     """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed,
-    or when a trial number is outside 1..MAX_TRIALS (readers size tables by it)."""
-    from reinagent.config import MAX_TRIALS
-
+    or when a trial number is outside 1..MAX_RECORD_TRIAL (readers size tables by it)."""
     if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
         marker = Supersede.model_validate_json(raw)
         trials = [trial for _, trial in marker.keys]
     else:
         marker = TrialRecord.model_validate_json(raw)
         trials = [marker.trial]
-    if any(not 1 <= trial <= MAX_TRIALS for trial in trials):
-        raise ValueError(f"a trial number outside 1 to {MAX_TRIALS}")
+    if any(not 1 <= trial <= MAX_RECORD_TRIAL for trial in trials):
+        raise ValueError(f"a trial number outside 1 to {MAX_RECORD_TRIAL}")
     return marker
 
 

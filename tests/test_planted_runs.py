@@ -77,8 +77,15 @@ def _spec_trials(value):
     return plant
 
 
+def _rl_steps(run: Path) -> None:
+    spec = json.loads((run / SPEC).read_text())
+    spec["settings"].update({"rl": {}, "steps": 10**9})  # an RL run's steps are its reports' trials
+    (run / SPEC).write_text(json.dumps(spec))
+
+
 PLANTS = {"dev-zero": (_zero, "character device"), "fifo": (_fifo, "FIFO"),
-          "huge-trial": (_huge_trial, "trial number outside 1 to 1000"),
+          "huge-trial": (_huge_trial, "trial number outside 1 to 100000"),
+          "rl-steps": (_rl_steps, "settings.steps is 1000000000"),
           "spec-1e9": (_spec_trials(1e9), "num_trials is 1000000000.0"),
           "spec-int": (_spec_trials(10**9), "num_trials is 1000000000")}
 
