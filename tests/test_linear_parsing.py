@@ -27,6 +27,7 @@ CHILD = textwrap.dedent(f"""
     from reinagent.agents.parsing import parse_call, split_thought_action
     from reinagent.benchmarks import math_judge
     from reinagent.benchmarks.math_judge import finish_text
+    from reinagent.benchmarks.math_text import without_restatements
     from reinagent.rl.envs import _SUM
     from reinagent.rollouts.value import parse_value
     from reinagent.service.remote import parse_reply
@@ -51,6 +52,7 @@ CHILD = textwrap.dedent(f"""
     out["operand"] = bool(math_judge._OPERAND.search("1+" + " " * N + "x"))
     out["operator_after"] = bool(math_judge._OPERATOR_AFTER.match("+" + " " * N + "x"))
     out["sum"] = bool(_SUM.search("1" * N))
+    out["restated"] = without_restatements(" " * N + "What is 9 + 9? 18", "What is 9 + 9?").strip()
     print(json.dumps(out))
 """)
 
@@ -67,6 +69,7 @@ def test_pathological_replies_parse_in_linear_time():
     assert out["value_blank"] is None and out["value_last"] == 0.7
     assert out["remote"] == [None, "go"]
     assert not out["operation"] and not out["operand"] and not out["operator_after"] and not out["sum"]
+    assert out["restated"] == "18"  # the question's words and operation removed, the answer kept
 
 
 # The patterns as they were at 862ab4b: the linear parsers must read every input as these did.
