@@ -13,6 +13,7 @@ imported on use. docs/architecture.md draws how the parts below meet.
     episode.py                 one (task, trial): rollout, evaluation, reflection, into a record
     memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection
     store.py runlock.py        the run directory (append-only records.jsonl) and its one-writer lock
+    runfiles.py seal.py        bounded reads of a run's files; this user's seal of a run's endpoints
     resuming.py repair.py      what a resume changes; `reinagent repair` of a corrupt record file
     branch.py                  `reinagent branch`: a run under another strategy sharing a run's trial 1
     first_programs.py          a programming run's first programs judged by the hidden tests after its loop

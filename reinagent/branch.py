@@ -45,13 +45,24 @@ def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflect
     return kept
 
 
-def create_branch(source: str | Path, run_dir: str | Path, *, strategy: str, num_trials: int | None = None) -> Path:
-    """Write the branch's spec and trial-1 records to `run_dir` (new); returns it. Nothing is run."""
+def create_branch(source: str | Path, run_dir: str | Path, *, strategy: str, num_trials: int | None = None,
+                  endpoints: dict | None = None) -> Path:
+    """Write the branch's spec and trial-1 records to `run_dir` (new); returns it. Nothing is run.
+    `endpoints` (--base-url, --api-key-env, --env-url) say where the branch sends its requests
+    and keys; without them SOURCE's are used only when this user sealed them (see resuming.py)."""
     from reinagent.config import build_config
+    from reinagent.resuming import _drop_key_on_new_server, _shown, check_overrides, confirm_destinations, sealed_settings
+    from reinagent.seal import SEAL_FIELD
     from reinagent.store import RunStore, check_new_run_dir, read_records, read_spec
 
     source, run_dir = Path(source), Path(run_dir)
     spec = read_spec(source)  # one line for a missing or foreign directory
+    endpoints = {k: v for k, v in (endpoints or {}).items() if v}
+    moved = check_overrides(spec, endpoints)
+    confirmed = confirm_destinations(spec, moved, endpoints)  # before anything is written
+    _drop_key_on_new_server(spec, moved, endpoints)
+    spec = spec.model_copy(update={"config": {**spec.config, **{k: _shown(k, v) for k, v in moved.items()}},
+                                   "settings": {k: v for k, v in spec.settings.items() if k != SEAL_FIELD}})
     check_new_run_dir(run_dir)
     if run_dir.resolve() == source.resolve():
         raise ConfigError("--run-dir must be a new directory, not the source run")
@@ -66,11 +77,11 @@ def create_branch(source: str | Path, run_dir: str | Path, *, strategy: str, num
     config = {**spec.config, "strategy": new.strategy.value, "num_trials": trials, "run_dir": str(run_dir)}
     change = SpecChange(at=time.time(), command=redact_argv(sys.argv),
                         changes={"branched_from": str(source), "strategy": new.strategy.value, "num_trials": trials})
+    settings = {**spec.settings, "branched_from": {"run": str(source), "trials": 1, "strategy": old.strategy.value,
+                                                   "reflections": "kept" if keep else "not copied"}}
     branched = spec.model_copy(update={
         "config": config, "created_at": time.time(), "command": redact_argv(sys.argv), "history": [change],
-        "settings": {**spec.settings, "branched_from": {"run": str(source), "trials": 1,
-                                                        "strategy": old.strategy.value,
-                                                        "reflections": "kept" if keep else "not copied"}},
+        "settings": sealed_settings(settings, config, confirmed),
     })
     store = RunStore.create(run_dir, branched)
     try:
@@ -82,10 +93,11 @@ def create_branch(source: str | Path, run_dir: str | Path, *, strategy: str, num
 
 
 def branch_run(source: str | Path, run_dir: str | Path, *, strategy: str, num_trials: int | None = None,
-               progress: bool = True) -> Path:
+               progress: bool = True, endpoints: dict | None = None) -> Path:
     """create_branch, then run it on as `reinagent resume` does; returns the branch's directory."""
     from reinagent.runner import resume_experiment
 
-    path = create_branch(source, run_dir, strategy=strategy, num_trials=num_trials)
+    path = create_branch(source, run_dir, strategy=strategy, num_trials=num_trials, endpoints=endpoints)
     print(f"branch of {source} (its trial 1) under {strategy}: {path}", file=sys.stderr, flush=True)
-    return resume_experiment(path, progress=progress)
+    # the endpoints again: a URL recorded without its credentials is given whole (resuming.py)
+    return resume_experiment(path, progress=progress, overrides={k: v for k, v in (endpoints or {}).items() if v})

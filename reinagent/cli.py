@@ -244,8 +244,11 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
 @click.option("--strategy", required=True, help="The branch's strategy: none, last_attempt, reflexion or last_attempt_and_reflexion.")
 @click.option("--run-dir", required=True, help="The branch's run directory (new).")
 @shared_option("--num-trials", "Trials per task of the branch (default: the source's; at least 2).")
+@shared_option("--base-url", "The branch's OpenAI-compatible server (default: the source's, when you sealed it).")
+@shared_option("--api-key-env", "Environment variable holding the --base-url server's key.")
+@shared_option("--env-url", "The branch's environment server (`reinagent serve-env`).")
 @shared_option("--quiet")
-def branch(source, strategy, run_dir, num_trials, quiet) -> None:
+def branch(source, strategy, run_dir, num_trials, quiet, **endpoints) -> None:
     """Start a new run that shares SOURCE's first trial (the same first attempts) under another
     strategy: an exactly paired comparison, one trial of model calls cheaper (docs/cli.md)."""
     from reinagent.branch import branch_run
@@ -255,7 +258,8 @@ def branch(source, strategy, run_dir, num_trials, quiet) -> None:
     if quiet:
         quiet_libraries()
     try:
-        done = branch_run(source, run_dir, strategy=strategy, num_trials=num_trials, progress=not quiet)
+        done = branch_run(source, run_dir, strategy=strategy, num_trials=num_trials, progress=not quiet,
+                          endpoints=endpoints)
     except RunInterrupted as err:
         _interrupted(err)
     _finish(done)

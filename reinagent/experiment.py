@@ -103,11 +103,13 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
     from reinagent import __version__
     from reinagent.llm.constrained import resolved_constrained
     from reinagent.provenance import git_commit, package_versions, python_version
+    from reinagent.seal import SEAL_FIELD, seal
 
     cfg = config.model_dump(mode="json")
     for url in ("base_url", "store", "env_url"):  # a resume is given the store again; a password never lands here
         if cfg.get(url):
             cfg[url] = redact_url(cfg[url])
+    sealed = seal(cfg)  # this user chose these endpoints here: a resume may use them (reinagent/seal.py)
     return RunSpec(
         config=cfg,
         task_ids=[t.task_id for t in tasks],
@@ -123,7 +125,8 @@ def make_spec(config: RunConfig, tasks: list[Task], settings: dict | None = None
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
         settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
                   "constrained": resolved_constrained(grammar_choice(config), config.actor_model, config.base_url, config.precision),
-                  "deterministic": config.deterministic, "sampling_seeds": "per-call"},
+                  "deterministic": config.deterministic, "sampling_seeds": "per-call",
+                  **({SEAL_FIELD: sealed} if sealed else {})},
     )
 
 

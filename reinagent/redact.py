@@ -11,6 +11,7 @@ Three kinds of secret are removed (docs/security.md lists them):
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ _SECRET_FLAG = re.compile(rf"(?i)((?:^|\s)--?{_NAME}\s+)(?!\*\*\*)(?!-)(\S+)")
 # scheme://[userinfo@]host[path][?query][#fragment]; quotes and brackets end a URL in prose
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^\s/?#'\"<>]*@)?([^\s?#'\"<>]*)(\?[^\s#'\"<>]*)?(#[^\s'\"<>]*)?")
 _CREDENTIAL_VARIABLES: set[str] = set()
+_CREDENTIAL_VALUES: set[str] = set()
 
 
 def note_credential_variable(name: str | None) -> None:
@@ -56,11 +58,34 @@ def note_credential_variable(name: str | None) -> None:
         _CREDENTIAL_VARIABLES.add(name)
 
 
+def note_url_credentials(url: str | None) -> None:
+    """Treat a URL's userinfo as a secret from now on, in every form a server may echo it back:
+    the password, `user:password` (decoded, as sent) and its Base64 (the `Authorization: Basic`
+    value HTTP clients make of it). redact() already hides it inside a URL; an echo is bare."""
+    if not url or "@" not in url:
+        return
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return
+    if user is None and password is None:
+        return
+    pair = f"{unquote(user or '')}:{unquote(password or '')}"
+    forms = {pair, base64.b64encode(pair.encode()).decode(), unquote(password or ""), password or ""}
+    if not password:  # `TOKEN@host`: the user name is the secret
+        forms |= {unquote(user or ""), user or ""}
+    _CREDENTIAL_VALUES.update(f for f in forms if len(f) >= 4)
+
+
 def secret_values() -> list[str]:
-    """Values of environment variables whose names say they are secrets, or that hold a credential."""
+    """Values of environment variables whose names say they are secrets, or that hold a credential,
+    and the URL credentials noted while running."""
     return sorted(
-        (v for k, v in os.environ.items()
-         if (_SECRET_NAME.search(k) or k in _CREDENTIAL_VARIABLES) and len(v) >= 6),
+        {*(v for k, v in os.environ.items()
+           if (_SECRET_NAME.search(k) or k in _CREDENTIAL_VARIABLES) and len(v) >= 6), *_CREDENTIAL_VALUES},
         key=len,
         reverse=True,
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from reinagent.runfiles import MAX_RECORDS_BYTES, read_bounded
 from reinagent.runlock import open_no_follow
 from reinagent.store import QUARANTINE, RECORDS, RunStore, atomic_write, parse_line, read_spec
 
@@ -59,7 +60,8 @@ def repair(run_dir: str | Path) -> RepairReport:
         good: list[bytes] = []
         bad: list[str] = []
         now = time.time()
-        for number, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        # a regular file, bounded (a planted /dev/zero or FIFO is one line, not a hang)
+        for number, raw in enumerate(read_bounded(path, MAX_RECORDS_BYTES).split(b"\n"), start=1):
             if not raw.strip():
                 continue
             try:

@@ -19,6 +19,9 @@ final settings would have ended.
   are. What the run measures (benchmark, agent, strategy, split, ...) is refused: that is a new run.
   A new `--base-url` drops the recorded `--api-key-env` (A's key never goes to B) unless the
   resume names it again; the history entry says so.
+- Where keys go: a spec.json this user did not seal on this machine (reinagent/seal.py) cannot
+  send a key anywhere: the resume asks for --base-url / --api-key-env / --env-url again
+  (`confirm_destinations`), and seals the spec once they are given.
 
 Superseding is a marker line appended (and fsynced) to records.jsonl before any redo starts
 (store.Supersede): reports, notebooks and the next resume never count those records again, even
@@ -28,6 +31,7 @@ when this resume is killed right after writing it.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 import traceback
@@ -61,6 +65,7 @@ class ResumePlan:
     changes: dict[str, Any] = field(default_factory=dict)  # for the spec's history
     reason: str = ""
     notice: str = ""  # a line for the user before the resume starts (lost trials redone)
+    confirmed: bool = False  # this user chose the run's endpoints (seal or flags): the spec is sealed anew
 
 
 def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | None,
@@ -71,6 +76,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
     if num_trials is not None and num_trials > MAX_TRIALS:  # before any loop over the trials
         raise ConfigError(f"--num-trials must be at most {MAX_TRIALS}, got {num_trials}")
     settings = check_overrides(spec, overrides or {})
+    confirmed = confirm_destinations(spec, settings, overrides or {})
     dropped_key = _drop_key_on_new_server(spec, settings, overrides or {})
     same_server: dict[str, str] = {}
     for name, flag in (("base_url", "--base-url"), ("env_url", "--env-url")):
@@ -92,7 +98,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
         )
     if from_trial is not None and not 1 <= from_trial <= target:
         raise ConfigError(f"--from-trial {from_trial} is beyond the run's {target} trials; valid: 1 to {target}")
-    plan = ResumePlan(num_trials=target, settings=settings)
+    plan = ResumePlan(num_trials=target, settings=settings, confirmed=confirmed)
     for name, value in settings.items():
         old = spec.config.get(name)
         plan.changes[name] = {"from": _shown(name, old), "to": _shown(name, value)}
@@ -167,6 +173,47 @@ def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in given.items() if spec.config.get(k) != _shown(k, v)}
 
 
+def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dict[str, Any]) -> bool:
+    """Whether this user chose where the run's keys go: spec.json carries this user's seal of its
+    endpoints (reinagent/seal.py), or this command line names every endpoint the run records. A
+    ConfigError (one line) when neither holds and a key would travel: the recorded --api-key-env
+    (whatever variable it names), REINAGENT_SERVER_API_KEY to a recorded --base-url, or
+    REINAGENT_ENV_TOKEN to a recorded --env-url; or when the run would join a recorded Ray
+    cluster (--ray-address). A run directory is data anyone can write; it must not choose which
+    of your secrets go where, nor whose cluster runs your episodes (issue 45)."""
+    from reinagent.llm.wire import SERVER_KEY_ENV, is_provider_endpoint
+    from reinagent.seal import DESTINATIONS, is_sealed
+    from reinagent.service.client import TOKEN_ENV
+
+    if is_sealed(spec.config, spec.settings):
+        return True
+    given = {name for name in DESTINATIONS if overrides.get(name)}
+    recorded = {name: spec.config.get(name) for name in DESTINATIONS if spec.config.get(name)}
+    key_env = recorded.get("api_key_env")
+    if "api_key_env" not in given and "base_url" in settings:
+        key_env = None  # a new --base-url drops the recorded variable (_drop_key_on_new_server)
+    ask = []
+    if key_env and "api_key_env" not in given:
+        ask.append(("--api-key-env VAR", f"api_key_env {key_env}"))
+    base = recorded.get("base_url") if "base_url" not in given else None
+    if base and (key_env or overrides.get("api_key_env")
+                 or (not is_provider_endpoint(base) and os.environ.get(SERVER_KEY_ENV))):
+        ask.insert(0, ("--base-url URL", f"base_url {base}"))
+    env_url = recorded.get("env_url") if "env_url" not in given else None
+    if env_url and os.environ.get(TOKEN_ENV):
+        ask.append(("--env-url URL", f"env_url {env_url}"))
+    # a Ray cluster is sent the episode code and its answers are unpickled here: as trusted as a key
+    ray = recorded.get("ray_address") if "ray_address" not in given else None
+    if ray and (overrides.get("executor") or spec.config.get("executor")) == "ray":
+        ask.append(("--ray-address HOST:PORT", f"ray_address {ray}"))
+    if ask:
+        raise ConfigError(
+            f"spec.json names where to send your keys ({', '.join(why for _, why in ask)}) and this user did "
+            f"not seal it on this machine (a run from elsewhere, or an edited spec): a run directory does not "
+            f"choose where keys go; give them again: {' '.join(flag for flag, _ in ask)}")
+    return all(name in given or (name == "api_key_env" and key_env is None) for name in recorded)
+
+
 def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: dict[str, Any]) -> str:
     """A resume against another server does not send it the old server's key: the recorded
     --api-key-env is dropped unless it is given again (then the key goes where the user said)."""
@@ -205,10 +252,23 @@ def _shown(name: str, value: Any) -> Any:
 
 
 def with_change(spec: RunSpec, plan: ResumePlan) -> RunSpec:
-    """The spec with the new trial count, the overrides and one more history entry."""
+    """The spec with the new trial count, the overrides and one more history entry (none when the
+    plan changes nothing), sealed when this user confirmed its endpoints (`plan.confirmed`)."""
     config = {**spec.config, **{k: _shown(k, v) for k, v in plan.settings.items()}, "num_trials": plan.num_trials}
-    change = SpecChange(at=time.time(), command=redact_argv(sys.argv), changes=plan.changes)
-    return spec.model_copy(update={"config": config, "history": [*spec.history, change]})
+    update: dict[str, Any] = {"config": config, "settings": sealed_settings(spec.settings, config, plan.confirmed)}
+    if plan.changes:
+        change = SpecChange(at=time.time(), command=redact_argv(sys.argv), changes=plan.changes)
+        update["history"] = [*spec.history, change]
+    return spec.model_copy(update=update)
+
+
+def sealed_settings(settings: dict[str, Any], config: dict[str, Any], confirmed: bool) -> dict[str, Any]:
+    """`settings` with the seal of `config`'s endpoints when this user confirmed them, else as they
+    were (a seal that does not verify trusts nothing)."""
+    from reinagent.seal import SEAL_FIELD, seal
+
+    tag = seal(config) if confirmed else None
+    return {**settings, SEAL_FIELD: tag} if tag else settings
 
 
 def missing_reflections(done: dict[Key, TrialRecord], num_trials: int, uses_reflections: bool,

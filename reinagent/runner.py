@@ -197,8 +197,9 @@ def resume_experiment(
         tasks = [by_id[tid] for tid in spec.task_ids]
         models = build_models(config, cache_key_of(spec))
         # Durable before any model call, in this order: a kill after either step resumes right.
-        if plan.changes:
-            writer.update_spec(with_change(spec, plan))
+        changed = with_change(spec, plan)
+        if changed != spec:  # a history entry, or the endpoints sealed anew
+            writer.update_spec(changed)
         if plan.notice:
             print(plan.notice, file=sys.stderr, flush=True)
         if plan.stale:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
+from reinagent.runfiles import MAX_LINE_BYTES, MAX_SPEC_BYTES, iter_lines, read_bounded, tail
 from reinagent.runlock import RunLock, open_no_follow
 
 SPEC = "spec.json"
@@ -32,6 +33,10 @@ RECORDS = "records.jsonl"
 QUARANTINE = "records.quarantine.jsonl"
 
 Entry = TrialRecord | Supersede
+# The highest trial number a record may carry: a run's trials are at most config.MAX_TRIALS, but an
+# RL run records its training step as the trial (reinagent/rl/loop.py), and steps run to thousands.
+# Readers build one row per trial up to the highest one, so a planted `trial: 1e9` is refused here.
+MAX_RECORD_TRIAL = 100_000
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
@@ -76,16 +81,51 @@ def read_spec(run_dir: Path) -> RunSpec:
     if not is_run_dir(run_dir):
         raise RunDirError(f"{run_dir} is not a reinagent run directory (no {SPEC})")
     try:
-        return RunSpec.model_validate_json((run_dir / SPEC).read_text(encoding="utf-8"))
+        spec = RunSpec.model_validate_json(read_bounded(run_dir / SPEC, MAX_SPEC_BYTES))
     except (ValidationError, ValueError) as err:
         raise RunDirError(f"{run_dir / SPEC} is corrupt: {str(err).splitlines()[0]}") from None
+    check_spec_values(spec, run_dir / SPEC)
+    return spec
+
+
+def check_spec_values(spec: RunSpec, where: Path) -> None:
+    """A RunDirError when a setting in the spec is outside what `run` accepts: readers size tables
+    by them (a planted `num_trials: 1e9` grew every reader to gigabytes). Settings of older
+    versions that no longer exist, and values that are not numbers, are left to their readers."""
+    from reinagent.config import RunConfig
+
+    for name, value in spec.config.items():
+        field = RunConfig.model_fields.get(name)
+        if field is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        low = next((b for bound in field.metadata for b in (getattr(bound, "ge", None),
+                                                            getattr(bound, "gt", None)) if b is not None), None)
+        high = next((b for bound in field.metadata for b in (getattr(bound, "le", None),
+                                                             getattr(bound, "lt", None)) if b is not None), None)
+        if (high is not None and value > high) or (low is not None and value < low) or value != value:
+            raise RunDirError(f"{where}: {name} is {value!r}, outside what a run accepts "
+                              f"({low if low is not None else '-inf'} to {high if high is not None else 'inf'}); "
+                              f"a planted or broken spec?")
+    if isinstance(spec.config.get("num_trials"), float):  # a count, as every reader takes it
+        raise RunDirError(f"{where}: num_trials is {spec.config['num_trials']!r}, not a whole number")
+    steps = spec.settings.get("steps")  # an RL run's planned steps: its reports' trials
+    if isinstance(spec.settings.get("rl"), dict) and steps is not None and (
+            not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps <= MAX_RECORD_TRIAL):
+        raise RunDirError(f"{where}: settings.steps is {steps!r}, outside 0 to {MAX_RECORD_TRIAL}; a planted or broken spec?")
 
 
 def parse_line(raw: bytes) -> Entry:
-    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed."""
+    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed,
+    or when a trial number is outside 1..MAX_RECORD_TRIAL (readers size tables by it)."""
     if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
-        return Supersede.model_validate_json(raw)
-    return TrialRecord.model_validate_json(raw)
+        marker = Supersede.model_validate_json(raw)
+        trials = [trial for _, trial in marker.keys]
+    else:
+        marker = TrialRecord.model_validate_json(raw)
+        trials = [marker.trial]
+    if any(not 1 <= trial <= MAX_RECORD_TRIAL for trial in trials):
+        raise ValueError(f"a trial number outside 1 to {MAX_RECORD_TRIAL}")
+    return marker
 
 
 def _problem(err: Exception) -> str:
@@ -102,14 +142,13 @@ def read_log(run_dir: Path) -> list[Entry]:
     if not path.exists():
         return []
     entries: list[Entry] = []
-    lines = path.read_bytes().split(b"\n")
-    for number, raw in enumerate(lines, start=1):
+    for number, raw, complete in iter_lines(path):  # a regular file, each line bounded
         if not raw.strip():
             continue
         try:
             entries.append(parse_line(raw))
         except ValueError as err:
-            if number == len(lines):  # no newline after it: cut short
+            if not complete:  # no newline after it: cut short
                 break
             raise RunDirError(
                 f"corrupt record file {path}:{number} (line {number}): {_problem(err)}; "
@@ -220,12 +259,12 @@ class RunStore:
         path = self.run_dir / RECORDS
         if not path.exists():
             return
-        data = path.read_bytes()
+        data = tail(path, MAX_LINE_BYTES + 1)  # read_log has bounded every line
         if not data or data.endswith(b"\n"):
             return
-        keep = data.rfind(b"\n") + 1
+        keep = path.stat().st_size - len(data) + data.rfind(b"\n") + 1
         try:
-            parse_line(data[keep:])
+            parse_line(data[data.rfind(b"\n") + 1:])
         except ValueError:
             fd = open_no_follow(path, os.O_WRONLY)
             try:

@@ -14,8 +14,15 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "reinagent.cli"]
 
 
+@pytest.fixture(scope="session")
+def _state_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("state")
+
+
 @pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch):
+def _fast_retries(monkeypatch, _state_dir):
+    # The key that seals runs' endpoints (reinagent/seal.py): the suite's own, not the user's.
+    monkeypatch.setenv("REINAGENT_STATE_DIR", str(_state_dir))
     # Retries wait milliseconds in tests. (Tests that count model calls pass --no-cache or a
     # private --cache-dir; REINAGENT_CACHE_DIR also holds the converted embedded model.)
     monkeypatch.setenv("REINAGENT_RETRY_INITIAL_S", "0.01")

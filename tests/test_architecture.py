@@ -134,7 +134,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("reinagent.records", "reinagent.config", "reinagent.task", "reinagent.env", "reinagent.errors",
               "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names", "reinagent.text", "reinagent.terminal",
               "reinagent.strategy",  # strategy.py: an enum config.py validates against; imports nothing
-              "reinagent.reference")),  # reference.py: the reference code's settings, read by a config
+              "reinagent.reference",  # reference.py: the reference code's settings, read by a config
+              "reinagent.seal", "reinagent.runfiles")),  # a run's endpoint seal; bounded reads of run files
 ]
 
 # Imports up a layer that the code still makes, each with its reason (to mend, not to copy).

@@ -31,8 +31,9 @@ RETRY_WARMER = 0.2  # each retry's temperature above the one before
 THINK_REPLY = "OK."
 EMPTY_REPLY = "Nothing happens."
 
-_LABEL = re.compile(r"^(?:action|command|act|next action)\s*\d*\s*[:：]\s*", re.I)
-_THINK = re.compile(r"^(?:think|thought)\s*\d*\s*[:：]\s*", re.I)
+# possessive (`*+`): `\s*\d*\s*` would retry every split of a long run of spaces (issue 45)
+_LABEL = re.compile(r"^(?:action|command|act|next action)\s*+\d*+\s*+[:：]\s*+", re.I)
+_THINK = re.compile(r"^(?:think|thought)\s*+\d*+\s*+[:：]\s*+", re.I)
 _PUT = re.compile(r"^put (.+?) (?:in/on|into|in|on|onto|inside) (.+)$")
 _QUOTES = "\"'`“”‘’"
 

@@ -10,10 +10,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_LABEL = r"[*_#>\s`]*{name}(?:\s*\d+)?[*_\s`]*[:：][*_\s`]*"
+# Every parse is linear in the reply (issue 45): a regex that starts with a run of decoration
+# (`[*_#>\s`]*action`) or puts two quantifiers over the same characters side by side is retried at
+# every position of a long run of them (50 KB of `*`: 15 s). So a label is found by its word, and
+# the decoration before it is walked over by hand; possessive quantifiers (`*+`) never give back.
+_LABEL = r"{name}(?:\s*+\d++)?[*_\s`]*+[:：][*_\s`]*+"
 _THOUGHT = re.compile(_LABEL.format(name="thought"), re.I)
 _ACTION = re.compile(_LABEL.format(name="action"), re.I)
-_CALL = re.compile(r"^\s*[`*_]*\s*([A-Za-z][A-Za-z ]*?)\s*(\[|\()(.*)$", re.S)
+_DECORATION = "*_#>`"  # what may come before a label, with whitespace (`**Action:**`, `> Thought:`)
+_NAME = re.compile(r"[A-Za-z][A-Za-z ]*+")
+_OPENERS = re.compile(r"[\[(]")
 _CLOSE = {"[": "]", "(": ")"}
 
 
@@ -30,38 +36,56 @@ class ParsedAction:
         return f"{self.name.capitalize()}[{self.given or self.argument}]"
 
 
+def _label_start(text: str, at: int) -> int:
+    """Where the label found at `at` starts, its decoration (`**`, `> `, spaces) included."""
+    while at > 0 and (text[at - 1] in _DECORATION or text[at - 1].isspace()):
+        at -= 1
+    return at
+
+
 def split_thought_action(text: str) -> tuple[str | None, str | None]:
     """(thought, action text) from one model output; either may be missing."""
     text = text.strip()
-    action_match = None
-    for m in _ACTION.finditer(text):
-        action_match = m
-        break
+    action_match = _ACTION.search(text)
+    action_start = _label_start(text, action_match.start()) if action_match else -1
     thought_match = _THOUGHT.search(text)
     thought = None
     if thought_match:
-        end = action_match.start() if action_match and action_match.start() > thought_match.end() else len(text)
+        end = action_start if action_match and action_start > thought_match.end() else len(text)
         thought = text[thought_match.end() : end].strip() or None
     if action_match:
         action = text[action_match.end() :].strip()
         return thought, (action.splitlines()[0].strip() if action else None)
     # No "Action:" label: a bare call on its own line (e.g. "Finish[yes]") still counts.
     for line in text.splitlines():
-        if _CALL.match(line.strip().strip("*`")) and parse_call(line):
+        if _split_call(line.strip().strip("*`")) and parse_call(line):
             return thought, line.strip()
     if thought is None and text:
         thought = text
     return thought, None
 
 
+def _split_call(action: str) -> tuple[str, str, str] | None:
+    r"""(name, opener, the rest after it) of `Name[...` or `Name(...`, as the pattern
+    `^\s*[`*_]*\s*([A-Za-z][A-Za-z ]*?)\s*([[(])(.*)$` reads it, in one pass: the opener is the
+    first bracket, and what comes before it must be decoration, then a name, then whitespace."""
+    found = _OPENERS.search(action)
+    if found is None:
+        return None
+    head = action[: found.start()].lstrip().lstrip("`*_").lstrip().rstrip()
+    if not _NAME.fullmatch(head):
+        return None
+    return head, found.group(), action[found.end():]
+
+
 def parse_call(action: str | None, names: tuple[str, ...] | None = None) -> ParsedAction | None:
     """`Search[Ed Wood]` -> ParsedAction('search', 'Ed Wood'); None when it is not a call."""
     if not action:
         return None
-    m = _CALL.match(action.strip())
-    if not m:
+    call = _split_call(action.strip())
+    if call is None:
         return None
-    name, opener, rest = m.group(1).strip().lower(), m.group(2), m.group(3)
+    name, opener, rest = call[0].strip().lower(), call[1], call[2]
     end = _matching_close(rest, opener, _CLOSE[opener])
     if end == -1:
         return None

@@ -34,19 +34,23 @@ from functools import lru_cache
 
 from reinagent.benchmarks.math_text import clean, correction, without_restatements
 
-_FINISH = re.compile(r"finish\s*\[(?P<arg>[^\]]*)\]", re.I)
+_FINISH_WORD = re.compile("finish", re.I)  # finish_text: `finish\s*\[([^\]]*)\]` in linear time
+_OPEN_BRACKET = re.compile(r"\s*+\[")
 _ANSWER_TAG = re.compile(r"<answer>(?P<arg>.*?)(?:</answer>|$)", re.I | re.S)
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K's own answer line
 # what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, (99999 + 1)! (a `!` right
 # after a number is an exclamation mark: math_text.clean drops it)
 _RUNAWAY = re.compile(r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|[)}]\s*!(?!=)")
 # an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
-_OPERATION = re.compile(r"[\d.)}]\s*(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*[-(\\{]*\s*[\d.(\\{]")
+# (Possessive `*+` throughout, issue 45: adjacent `\s*[-(]*\s*` would retry every split of a long
+# run of spaces. `[-(\\{]*\s*[\d.(\\{]` also matched a `(`, `\` or `{` inside the run: the second
+# branch says so without giving back.)
+_OPERATION = re.compile(r"[\d.)}]\s*+(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*+(?:[-(\\{]*+\s*+[\d.(\\{]|-*+[(\\{])")
 # a number that is the right operand of an operation: `0 + 3`'s 3, unless a result follows it
-_OPERAND = re.compile(r"[\d)]\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|\bplus|\bminus|\btimes)\s*[-(]*\s*$", re.I)
-_RESULT_AFTER = re.compile(r"\s*\)?\s*(?:=|is\b|equals\b)", re.I)
+_OPERAND = re.compile(r"[\d)]\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|\bplus|\bminus|\btimes)\s*+[-(]*+\s*+$", re.I)
+_RESULT_AFTER = re.compile(r"\s*+\)?+\s*+(?:=|is\b|equals\b)", re.I)
 # ... or the left operand of one: `0-4=`'s 0
-_OPERATOR_AFTER = re.compile(r"\s*(?:[-+*×÷^/]|\\times|\\cdot|\\div|plus\b|minus\b|times\b)\s*[-(]*\s*\d", re.I)
+_OPERATOR_AFTER = re.compile(r"\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|plus\b|minus\b|times\b)\s*+[-(]*+\s*+\d", re.I)
 MAX_CHARS = 20_000  # a reply past this is judged on its last MAX_CHARS characters
 
 
@@ -58,9 +62,21 @@ class Verdict:
 
 
 def finish_text(reply: str | None) -> str | None:
-    """The text inside the reply's last `Finish[...]`, or None when it has none."""
-    found = list(_FINISH.finditer(reply or ""))
-    return found[-1].group("arg").strip() if found else None
+    r"""The text inside the reply's last `Finish[...]`, or None when it has none: what the last
+    match of `finish\s*\[([^\]]*)\]` (left to right, not overlapping) holds, found in one pass.
+    The pattern itself rescans the rest of the reply at every `finish[` that is never closed
+    (200 KB of them: 32 s); here one `]` search answers for every later `finish[` too."""
+    text, at, last = reply or "", 0, None
+    while (word := _FINISH_WORD.search(text, at)) is not None:
+        opened = _OPEN_BRACKET.match(text, word.end())
+        if opened is None:
+            at = word.start() + 1
+            continue
+        close = text.find("]", opened.end())
+        if close == -1:  # no `]` anywhere after: no later `finish[` can close either
+            break
+        last, at = text[opened.end():close], close + 1
+    return last.strip() if last is not None else None
 
 
 def _tagged(text: str) -> str | None:

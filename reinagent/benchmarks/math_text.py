@@ -112,14 +112,17 @@ def _operation_pattern(expression: str) -> str:
     pattern, previous_number = [], False
     for part in parts:
         if part[0].isdigit():
-            pattern.append(r"\(?\s*" + re.escape(part) + r"\s*\)?")
+            pattern.append(r"\(?+\s*+" + re.escape(part) + r"\s*+\)?+")
             previous_number = True
         elif part == "-" and not previous_number:  # a sign, as in `3 - -4`
             pattern.append("-")
         else:
             pattern.append(_SPELLINGS[part])
             previous_number = False
-    return r"(?<![\w.])" + r"\s*".join(pattern) + r"(?![\d.])"
+    # Linear (issue 45): possessive, and never starting on whitespace; else every position of a long
+    # run of spaces rescanned the rest of it (20,000 spaces: 4 s). A match that began on spaces
+    # before the operation now begins at it: the spaces stay, which math-verify reads the same.
+    return r"(?<![\w.])(?!\s)" + r"\s*+".join(pattern) + r"(?![\d.])"
 
 
 def without_restatements(text: str, question: str | None) -> str:

@@ -78,6 +78,9 @@ def discover(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
         return [root]
     found: list[Path] = []
     level = [root]
+    # Each real directory once, by (device, inode): 30 `ln -s .` links in a folder made every
+    # listing walk 30^4 paths (94 s, 1.9 GB); a link to a run already listed lists it once.
+    seen = {_identity(root)}
     for _ in range(max_depth):
         below: list[Path] = []
         for folder in level:
@@ -86,9 +89,22 @@ def discover(root: str | Path, max_depth: int = MAX_DEPTH) -> list[Path]:
             except OSError:
                 continue
             for child in children:
+                identity = _identity(child)
+                if identity is None or identity in seen:
+                    continue
+                seen.add(identity)
                 (found if is_run_dir(child) else below).append(child)
         level = below
     return sorted(found)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the directory `path` leads to (links followed); None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 @dataclass

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reinagent.errors import ConfigError, MalformedResponseError
-from reinagent.redact import note_credential_variable
+from reinagent.redact import note_credential_variable, note_url_credentials
 
 SERVER_KEY_ENV = "REINAGENT_SERVER_API_KEY"
 # Endpoints that may receive the provider's own key from the environment, by host.
@@ -136,6 +136,7 @@ def endpoint_key(base_url: str | None, api_key_env: str | None = None) -> str | 
     that provider's key, and any other server gets REINAGENT_SERVER_API_KEY: a hosted key is
     never sent to a server the user merely pointed at (a proxy, a colleague's vLLM, a typo).
     """
+    note_url_credentials(base_url)  # sent as Basic auth: an echo of it is redacted too
     if api_key_env:
         note_credential_variable(api_key_env)  # its value is redacted from now on, whatever its name
         value = os.environ.get(api_key_env)

@@ -54,11 +54,23 @@ def find_run_dirs(paths: list[str | Path] | str | Path) -> list[Path]:
         if is_run_dir(path):
             found.append(path)
             continue
-        inner = sorted(p for p in path.iterdir() if p.is_dir() and is_run_dir(p)) if path.is_dir() else []
+        inner = _distinct(sorted(p for p in path.iterdir() if p.is_dir() and is_run_dir(p))) if path.is_dir() else []
         if not inner:
             raise RunDirError(f"{path} is not a reinagent run directory (no spec.json) and holds none")
         found.extend(inner)
     return found
+
+
+def _distinct(paths: list[Path]) -> list[Path]:
+    """Each real directory once (links to a run already named are dropped)."""
+    seen: set[tuple[int, int]] = set()
+    kept = []
+    for path in paths:
+        st = path.stat()
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            kept.append(path)
+    return kept
 
 
 def read_run(run_dir: str | Path) -> tuple[RunSpec, list[TrialRecord]]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from reinagent.errors import RunDirError
 from reinagent.report.tables import Table
+from reinagent.runfiles import MAX_LOG_BYTES, read_bounded
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -53,7 +54,8 @@ def training_log_in(directory: Path) -> Path | None:
 def read_training_log(path: str | Path) -> TrainingLog | None:
     """The log's steps, or None when the file is not a training log (no `step` + metric keys)."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    # a regular file, bounded: a directory of runs is data anyone may have planted
+    lines = read_bounded(path, MAX_LOG_BYTES).decode("utf-8", errors="replace").splitlines(keepends=True)
     rows = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

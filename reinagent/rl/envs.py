@@ -76,7 +76,8 @@ def check_trainable(bench: Benchmark) -> None:
         raise ConfigError(f"env {bench.name!r} cannot be trained with token rollouts yet; valid: {choices(TRAINABLE)}")
 
 
-_SUM = re.compile(r"(-?\d+)\s*([+-])\s*(-?\d+)")
+# starts where a number starts, possessive: not retried inside a long run of digits (issue 45)
+_SUM = re.compile(r"(?<!\d)(-?\d++)\s*+([+-])\s*+(-?\d++)")
 
 
 def find_task(bench: Benchmark, run_config: RunConfig, description: str) -> Task:

@@ -33,7 +33,9 @@ NEUTRAL = 0.5  # a value no sample could be parsed from: neither promising nor h
 
 _SCORE = re.compile(r"(?:score|rating|value|correctness)[^0-9\n]{0,30}?(\d+(?:\.\d+)?)(?:\s*/\s*10)?", re.I)
 _WORD = re.compile(r"\b(sure|likely|impossible)\b", re.I)
-_BARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:/\s*10)?\s*\.?\s*$", re.M)
+# a line that is only a score ("7", "7/10", "7."); matched line by line, each line stripped: one
+# multi-line pattern (`^\s*...\s*$`, re.M) retried every split of a long run of blank lines (issue 45)
+_BARE = re.compile(r"(\d++(?:\.\d++)?+)\s*+(?:/\s*+10)?+\s*+\.?+")
 
 
 def value_prompt(attempt: str, reflections: Sequence[str], scale: Scale) -> list[Message]:
@@ -49,7 +51,7 @@ def value_prompt(attempt: str, reflections: Sequence[str], scale: Scale) -> list
 def parse_value(text: str) -> float | None:
     """A judgement as a number in [0, 1]; None when the text holds none. The last one given
     counts (a justification may quote other numbers or words first)."""
-    scores = _SCORE.findall(text) or _BARE.findall(text)
+    scores = _SCORE.findall(text) or [m.group(1) for line in text.splitlines() if (m := _BARE.fullmatch(line.strip()))]
     if scores:
         return min(max(float(scores[-1]), 1.0), 10.0) / 10.0
     words = _WORD.findall(text)

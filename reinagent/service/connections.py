@@ -16,6 +16,14 @@ a traceback per failed accept (200 MB of "Too many open files" in a minute). Her
   sockets never reach it, while the kernel's accept queue is long, so a real client's connect is
   not dropped behind an attacker's;
 - a log line (and its traceback) repeats at most LOG_BURST times a minute (`RepeatLimit`).
+
+Slow bodies (issue 45): a client that sends complete headers and then withholds the body used to
+count as "running a request", so it was never evicted (800 of them made both servers refuse most
+new clients), and each pending body, up to guard.MAX_BODY_BYTES, was buffered for up to
+guard.BODY_TIMEOUT_S (300 of them: 1.1 GB). Now a connection whose body is still arriving is
+evicted like a half-sent header, oldest first, to make room; and the bytes of all bodies still
+arriving are counted together: past `max_pending_body_bytes` the oldest such connections are
+closed until the total is under it again.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ from typing import Any
 # that churn is what a real client queues behind.
 HEADER_TIMEOUT_S = 60.0
 MAX_CONNECTIONS = 65536  # at most this many open at once (fewer where file descriptors are fewer)
+# Bytes of request bodies still arriving, all connections together: 16 bodies of the largest size
+# the guard takes (4 MiB); real clients' bodies (an action, a program) are a few KB and arrive at once.
+MAX_PENDING_BODY_BYTES = 64 << 20
 ACCEPT_QUEUE = 4096  # connections the kernel holds for accept() (capped by net.core.somaxconn)
 LOG_BURST = 5  # lines of one kind per LOG_WINDOW_S; the rest are counted and summarised
 LOG_WINDOW_S = 60.0
@@ -53,20 +64,38 @@ def raise_fd_limit() -> int:
 class ConnectionTable:
     """The open connections of one server, oldest first, and what the guard did to them."""
 
-    def __init__(self, max_connections: int, header_timeout_s: float):
+    def __init__(self, max_connections: int, header_timeout_s: float,
+                 max_pending_body_bytes: int = MAX_PENDING_BODY_BYTES):
         self.max_connections, self.header_timeout_s = max_connections, header_timeout_s
+        self.max_pending_body_bytes = max_pending_body_bytes
         self.open: OrderedDict[Any, None] = OrderedDict()
-        self.evicted = self.refused = self.timed_out = 0
+        self.pending_body_bytes = 0  # bytes received of bodies not yet complete, all connections
+        self.evicted = self.refused = self.timed_out = self.bodies_evicted = 0
 
     def make_room(self) -> bool:
-        """Close the oldest connection that is not running a request; False when all are."""
+        """Close the oldest connection that is not running a request (idle, half-sent headers, or a
+        body still arriving); False when every one is running a request."""
         for conn in self.open:
-            if not conn.busy():
-                self.open.pop(conn)
-                conn.transport.abort()  # frees the descriptor now; uvicorn hears connection_lost
+            if not conn.busy() or conn.body_pending():
+                self._close(conn)
                 self.evicted += 1
                 return True
         return False
+
+    def shed_bodies(self) -> None:
+        """Close the oldest connections whose bodies are still arriving until the bytes of all
+        such bodies are within the bound."""
+        for conn in list(self.open):
+            if self.pending_body_bytes <= self.max_pending_body_bytes:
+                return
+            if conn.body_pending():
+                self._close(conn)
+                self.bodies_evicted += 1
+
+    def _close(self, conn) -> None:
+        self.open.pop(conn, None)
+        conn.forget_body()
+        conn.transport.abort()  # frees the descriptor now; uvicorn hears connection_lost
 
 
 def guarded_protocol(base: type, table: ConnectionTable) -> type:
@@ -82,8 +111,16 @@ def guarded_protocol(base: type, table: ConnectionTable) -> type:
             cycle = getattr(self, "cycle", None)
             return cycle is not None and not cycle.response_complete
 
+        def body_pending(self) -> bool:
+            """Headers in, body still arriving (`more_body`: both protocols clear it at its end)."""
+            return self.busy() and bool(getattr(self.cycle, "more_body", False))
+
+        def forget_body(self) -> None:
+            table.pending_body_bytes -= self._body_bytes
+            self._body_bytes = 0
+
         def connection_made(self, transport) -> None:
-            self._refused, self._waiting_since, self._timer = False, time.monotonic(), None
+            self._refused, self._waiting_since, self._timer, self._body_bytes = False, time.monotonic(), None, 0
             self.transport = transport
             if len(table.open) >= table.max_connections and not table.make_room():
                 self._refused = True
@@ -98,6 +135,7 @@ def guarded_protocol(base: type, table: ConnectionTable) -> type:
             if self._refused:
                 return
             table.open.pop(self, None)
+            self.forget_body()
             if self._timer is not None:
                 self._timer.cancel()
             super().connection_lost(exc)
@@ -109,6 +147,13 @@ def guarded_protocol(base: type, table: ConnectionTable) -> type:
             super().data_received(data)
             if self.busy():
                 self._waiting_since = None
+            if self.body_pending():  # counted (the headers' bytes with it) until the body is whole
+                self._body_bytes += len(data)
+                table.pending_body_bytes += len(data)
+                if table.pending_body_bytes > table.max_pending_body_bytes:
+                    table.shed_bodies()
+            elif self._body_bytes:
+                self.forget_body()
 
         def _arm(self, delay: float) -> None:
             if self._timer is None:
@@ -146,7 +191,8 @@ def _protocol_of(http: Any) -> type:
     return AutoHTTPProtocol
 
 
-def hardened_server(config, *, max_connections: int = MAX_CONNECTIONS, header_timeout_s: float = HEADER_TIMEOUT_S):
+def hardened_server(config, *, max_connections: int = MAX_CONNECTIONS, header_timeout_s: float = HEADER_TIMEOUT_S,
+                    max_pending_body_bytes: int = MAX_PENDING_BODY_BYTES):
     """A uvicorn.Server for `config` with the limits above (`server.table` counts what they did).
 
     Two queues matter: asyncio accepts up to `config.backlog` sockets per turn of the loop (each a
@@ -162,7 +208,7 @@ def hardened_server(config, *, max_connections: int = MAX_CONNECTIONS, header_ti
     # and the kernel's queue (where a real client waits its turn) stays short.
     reserve = max(min(256, fds // 2), min(1024, fds // 8))
     config.backlog = max(16, min(config.backlog, reserve // 4))
-    table = ConnectionTable(max(8, min(max_connections, fds - reserve)), header_timeout_s)
+    table = ConnectionTable(max(8, min(max_connections, fds - reserve)), header_timeout_s, max_pending_body_bytes)
     config.http = guarded_protocol(_protocol_of(config.http), table)
 
     class Server(uvicorn.Server):

@@ -114,6 +114,8 @@ class Guard:
                 receive = await self._bounded_body(headers, receive)
         except Refused as err:
             return await _reply(send, err.status, err.message, err.headers)
+        except _ClientGone:  # before its body was whole: nobody to answer, nothing to run
+            return None
         if set_cookie:
             send = _with_headers(send, set_cookie)
         return await self.app(scope, receive, send)
@@ -165,8 +167,8 @@ class Guard:
                     message = await receive()
             except TimeoutError:
                 raise Refused(408, f"request body not received within {BODY_TIMEOUT_S:g} s") from None
-            if message["type"] != "http.request":  # the client went away
-                return _replay([message])
+            if message["type"] != "http.request":  # the client went away (or was evicted: connections.py)
+                raise _ClientGone
             size += len(message.get("body", b""))
             if size > limit:
                 raise Refused(413, too_big)
@@ -174,6 +176,10 @@ class Guard:
             if not message.get("more_body", False):
                 break
         return _replay([{"type": "http.request", "body": b"".join(chunks), "more_body": False}], receive)
+
+
+class _ClientGone(Exception):
+    """The client disconnected before the whole body arrived."""
 
 
 def _empty(headers: dict[str, str]) -> bool:

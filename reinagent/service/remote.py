@@ -32,8 +32,11 @@ REFLECTION_EXAMPLES = (
     "The door is locked.\nSTATUS: FAIL\n\nReflection: I repeated an action that had already failed. "
     "Next time I will look for a key first (search the room, take the key, unlock the door), then open it."
 )
-_ACTION = re.compile(r"^\s*action\s*\d*\s*[:：]\s*(.*)$", re.I | re.M)
-_THOUGHT = re.compile(r"^\s*thought\s*\d*\s*[:：]\s*(.*)$", re.I | re.M)
+# Linear (issue 45): possessive (`*+`), since adjacent `\s*\d*\s*` would retry every split of a long
+# run of spaces, and the indent before the label stays on its line: a `^\s*` at every line start
+# of a long run of blank lines would rescan the rest of the run.
+_ACTION = re.compile(r"^[^\S\n]*+action\s*+\d*+\s*+[:：]\s*+(.*)$", re.I | re.M)
+_THOUGHT = re.compile(r"^[^\S\n]*+thought\s*+\d*+\s*+[:：]\s*+(.*)$", re.I | re.M)
 
 
 def parse_reply(text: str) -> tuple[str | None, str]:
