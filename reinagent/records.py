@@ -269,3 +269,15 @@ def first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
         if found is not None:
             return found
     return None
+
+
+def finite_or_none(value: Any) -> Any:
+    """Plain data with every NaN or infinity replaced by None (JSON's null), for JSON output that
+    must parse everywhere: a figure computed from absurd timestamps can overflow to inf."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value

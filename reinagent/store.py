@@ -17,6 +17,7 @@ back to where it started, so the file always ends with a whole line.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
+from reinagent.records import RunSpec, Supersede, TrialRecord, first_non_finite, record_json
 from reinagent.runlock import RunLock, open_no_follow
 
 SPEC = "spec.json"
@@ -81,11 +82,22 @@ def read_spec(run_dir: Path) -> RunSpec:
         raise RunDirError(f"{run_dir / SPEC} is corrupt: {str(err).splitlines()[0]}") from None
 
 
+# What a non-finite number can look like in a line (JSON's parser reads NaN, Infinity and 1e999):
+# only a line that matches is walked for one, so a sound run is read at the same speed.
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?\d{3}|\d{300}")
+
+
 def parse_line(raw: bytes) -> Entry:
-    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed."""
+    """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed.
+    A NaN or infinity is malformed too: the writers never write one (episode.py), pydantic would
+    write it back as null, and a timestamp of inf broke every report (issue 45)."""
     if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
-        return Supersede.model_validate_json(raw)
-    return TrialRecord.model_validate_json(raw)
+        entry: Entry = Supersede.model_validate_json(raw)
+    else:
+        entry = TrialRecord.model_validate_json(raw)
+    if _MAYBE_NON_FINITE.search(raw) and (found := first_non_finite(entry.model_dump())) is not None:
+        raise ValueError(f"{found[0]} is {found[1]}, which JSON cannot hold")
+    return entry
 
 
 def _problem(err: Exception) -> str:

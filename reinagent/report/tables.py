@@ -3,6 +3,7 @@ that both formats always show the same numbers."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from reinagent.reference import shown_value
@@ -177,6 +178,8 @@ def num(value: float | None) -> str:
 
 def duration(seconds: float | None) -> str:
     seconds = float(seconds or 0.0)
+    if not math.isfinite(seconds):  # timestamps far apart (1e308 and -1e308) overflow to inf
+        return "unknown"
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(round(seconds)), 60)
