@@ -110,3 +110,25 @@ def test_a_run_named_many_times_is_compared_once(tmp_path, monkeypatch):
     many = "&".join(f"run=r{i}" for i in range(51))
     refused = client.get(f"/compare/plot.png?{many}")
     assert refused.status_code == 400 and "at most 50" in refused.text
+
+
+# ----- report.md's header lines ---------------------------------------------------------------
+
+EVIL = "x`<img src=x onerror=alert(1)>`"
+
+
+def test_report_md_header_values_are_text_in_a_markdown_renderer_that_passes_html(tmp_path):
+    """Was: a backtick in the model name closed its code span, and a renderer that passes HTML
+    (markdown-it with html on, as many do) produced a live <img onerror>."""
+    from markdown_it import MarkdownIt
+
+    from reinagent.report.loading import load
+    from reinagent.report.markdown import report_markdown
+
+    run = make_run(tmp_path / "run", COMPLETE, model=EVIL, agent=f"cot{EVIL}", strategy=f"``{EVIL}``")
+    one = report_markdown([load([run])[0].summary])
+    two = report_markdown([load([run])[0].summary, load([make_run(tmp_path / "b", COMPLETE)])[0].summary])
+    for md in (one, two):
+        html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+        assert "<img" not in html, [line for line in html.splitlines() if "<img" in line]
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html  # still shown, as text
