@@ -132,3 +132,20 @@ def test_report_md_header_values_are_text_in_a_markdown_renderer_that_passes_htm
         html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
         assert "<img" not in html, [line for line in html.splitlines() if "<img" in line]
         assert "&lt;img src=x onerror=alert(1)&gt;" in html  # still shown, as text
+
+
+# ----- check-answers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line, needle", [
+    (b'{"task_id": "test/0", "answer": "\xff\xfe"}\n', "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000 + b"\n", "nested too deeply"),
+    (b'{"task_id": ' + b"1" * 5000 + b', "answer": "3"}\n', "4300 digits"),
+])
+def test_malformed_answer_lines_are_one_line_and_exit_2(tmp_path, line, needle):
+    """Was: "internal error: UnicodeDecodeError / RecursionError / AttributeError", exit 1."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_bytes(b'{"task_id": "test/0", "answer": "3"}\n' + line)
+    proc = run_cli("check-answers", "--benchmark", "gsm8k", "--answers", str(answers))
+    one_line_error(proc, f"{answers}:2", needle)
+    assert proc.returncode == 2
