@@ -149,3 +149,17 @@ def test_malformed_answer_lines_are_one_line_and_exit_2(tmp_path, line, needle):
     proc = run_cli("check-answers", "--benchmark", "gsm8k", "--answers", str(answers))
     one_line_error(proc, f"{answers}:2", needle)
     assert proc.returncode == 2
+
+
+# ----- the RL trainer's temporary copies ------------------------------------------------------
+
+
+def test_scratch_dir_removes_what_a_killed_run_left(tmp_path):
+    from reinagent.rl.loop import SCRATCH, scratch_dir
+
+    left = tmp_path / SCRATCH / "openvino" / "policy"
+    left.mkdir(parents=True)
+    (left / "model.safetensors").write_bytes(b"0" * 1024)  # a killed run's copy of the policy
+    fresh = scratch_dir(tmp_path)
+    assert fresh == tmp_path / SCRATCH and list(fresh.iterdir()) == []
+

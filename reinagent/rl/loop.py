@@ -8,6 +8,8 @@ Output directory (`output_dir`):
                           success per step
     checkpoint/           the trained model + tokenizer + rl.json (`--model local:OUTPUT_DIR/checkpoint`)
     trainer/checkpoint-N  trainer="trl": TRL's resumable checkpoints (every save_steps steps)
+    .scratch/             while training: the policy's temporary copies (OpenVINO rollouts, TRL's
+                          reference); removed at the end, and at the next start after a kill
     ranks/rank-N/         under `accelerate launch` / `torchrun` (trainer="trl"): process N's own
                           rollouts/ and train_metrics.jsonl; rank 0 writes the rest (rl/ranks.py)
 
@@ -23,6 +25,7 @@ import copy
 import json
 import math
 import random
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -37,6 +40,7 @@ from reinagent.rl.metrics import metrics_row
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
 
 METRICS = "train_metrics.jsonl"
+SCRATCH = ".scratch"  # temporary copies of the policy while training (scratch_dir); removed at the end
 
 
 @dataclass
@@ -109,9 +113,18 @@ class RolloutLog:
         self.store.close()
 
 
-def prepare_output(out: Path, overwrite: bool) -> None:
-    import shutil
+def scratch_dir(own: Path) -> Path:
+    """This process's scratch folder, SCRATCH inside its output directory, emptied first: the
+    policy's copies for the OpenVINO rollouts and TRL's reference (0.5 GB for the embedded model)
+    went to the system's temporary folder, where a killed run left them for good (issue 45).
+    Here a killed run's leftovers go with the next start in the same output_dir (or its rm -r)."""
+    path = own / SCRATCH
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
 
+
+def prepare_output(out: Path, overwrite: bool) -> None:
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise ConfigError(f"output_dir {out} exists and is not empty; choose another or set overwrite = true")
@@ -191,8 +204,6 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     from reinagent.rl.ov_rollout import OpenVINORollouts, check_engine
 
     check_engine(cfg.rollout_engine, "trl" if trl else "reinagent", method)
-    if cfg.rollout_engine == "openvino":
-        rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers)
     rank = current_rank()
     own = rank.own_dir(out)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
@@ -222,6 +233,9 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
               f"continues at step {resume_step + 1}" if resume else
               f"{out} holds a training run stopped before its first checkpoint (every save_steps = "
               f"{cfg.save_steps} steps): starting again at step 1", file=sys.stderr, flush=True)
+    scratch = scratch_dir(own)
+    if cfg.rollout_engine == "openvino":
+        rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers, workdir=scratch / "openvino")
     log = RolloutLog(own / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(own / METRICS), rollouts=str(own / "rollouts"), method=method,
@@ -257,7 +271,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
                 train_trl(model, tokenizer, rollout, tasks, cfg, out, learning_rate=learning_rate,
                           batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume,
-                          method=method, rank=rank.index)
+                          method=method, rank=rank.index, scratch_root=scratch)
             else:
                 batches = task_batches(tasks, batch_size, steps, cfg.seed)
                 ref = None
@@ -287,6 +301,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
         if rollout.engine is not None:
             rollout.engine.close()
             rollout.engine = None
+        shutil.rmtree(scratch, ignore_errors=True)
     summary.checkpoint = str(out / "checkpoint")
     if rank.main:  # every rank holds the same weights (gradients are all-reduced); one writes them
         save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})
