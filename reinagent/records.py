@@ -170,10 +170,20 @@ class TrialRecord(BaseModel):
     error: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    # `reinagent branch`: the run this record was copied from, and how many of its calls (the first
+    # of `calls`) that run made; a reflection the branch wrote later is appended after them. The
+    # branch's report counts only its own calls and time (issue 45).
+    copied_from: str | None = None
+    copied_calls: int = 0
 
     @property
     def calls(self) -> list[ModelCall]:
         return [*self.trajectory.calls, *self.reflection_calls]
+
+    @property
+    def own_calls(self) -> list[ModelCall]:
+        """The calls this run made for this record (all of them unless it was copied)."""
+        return self.calls[self.copied_calls:]
 
     @property
     def wall_s(self) -> float:

@@ -36,7 +36,8 @@ def trial_table(s: dict[str, Any]) -> Table:
             str(t["trial"]), str(t["attempted"]), str(t["solved"]),
             "-" if training or t["attempted"] == 0 and missing else _so_far(t["solved_cumulative"], s["num_tasks"], missing),
             "-" if training or missing else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
-            num(value), str(t.get("errors", 0)), duration(t.get("wall_s", 0.0)),
+            num(value), str(t.get("errors", 0)),
+            "copied" if t["trial"] in ((s.get("copied") or {}).get("trials") or ()) else duration(t.get("wall_s", 0.0)),
         ])
     return header, rows
 
@@ -68,11 +69,18 @@ def concurrency_line(s: dict[str, Any]) -> str:
     """Wall time beside the summed call latency, and what their ratio means: how many calls were
     in flight on average (a summed 1h24m beside a 4m49s wall time read as a bug)."""
     wall, latency = s.get("wall_s") or 0.0, s["usage"].get("latency_s", 0.0)
-    line = (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
-            f"{_summed(latency)}")
+    copied = s.get("copied")
+    line = (f"trial {_trials(copied['trials'])}: {copied['records']} records copied from {copied['from']} (the "
+            "time, calls and tokens they took are that run's and not counted in this run's figures); " if copied else "")
+    line += (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
+             f"{_summed(latency)}")
     if wall > 0 and latency:
         line += f", so {latency / wall:.1f} calls were in flight on average"
     return line + f"; episodes {_summed(s.get('episode_s', 0.0))} summed"
+
+
+def _trials(numbers: list[int]) -> str:
+    return ", ".join(str(n) for n in numbers)
 
 
 def _summed(seconds: float | None) -> str:
