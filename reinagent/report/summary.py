@@ -106,6 +106,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
             "mean_f1": _mean([r.f1 for r in recs if r.f1 is not None]),
             "mean_reward": _mean([r.reward for r in recs]),
             "wall_s": _wall(_own(recs)),
+            # --evaluator internal: attempts the hidden tests never ran on (they failed their own
+            # tests with trials left); their "unsolved" is no verdict. None under other evaluators.
+            "not_judged": sum(_not_judged(r) for r in recs) if evaluator == "internal" else None,
         })
     usage, by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
     full, full_by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
@@ -217,6 +220,13 @@ def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int, 
         if stops_loop(r, evaluator):
             solved.add(r.task_id)
     return all(tid in solved or len(tried.get(tid, ())) >= num_trials for tid in task_ids)
+
+
+def _not_judged(record: TrialRecord) -> bool:
+    """The hidden tests did not run on this attempt (reinagent/rollouts/base.py says so in its
+    evaluation), or it ended in an error before anything judged it."""
+    hidden = record.evaluation.get("hidden")
+    return record.error is not None or (isinstance(hidden, str) and hidden.startswith("not run"))
 
 
 def _own(records: list[TrialRecord]) -> list[TrialRecord]:

@@ -32,11 +32,17 @@ def trial_table(s: dict[str, Any]) -> Table:
         value = t.get("mean_f1") if s.get("metric") == "f1" else t.get("success_rate")
         training = bool(s.get("training_steps"))  # RL rollouts: each step samples its own tasks
         missing = 0 if training else t.get("not_attempted", 0)
+        unjudged = t.get("not_judged") or 0  # --evaluator internal: attempts the hidden tests never ran on
+        judged = t["attempted"] - unjudged
+        if t["attempted"] and not judged:  # "solved 0, pass rate 0.000" read as a verdict; there was none
+            solved, shown = "not judged", "not judged"
+        else:
+            solved, shown = str(t["solved"]), num(value) + (f" ({unjudged} not judged)" if unjudged else "")
         rows.append([
-            str(t["trial"]), str(t["attempted"]), str(t["solved"]),
+            str(t["trial"]), str(t["attempted"]), solved,
             "-" if training or t["attempted"] == 0 and missing else _so_far(t["solved_cumulative"], s["num_tasks"], missing),
             "-" if training or missing else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
-            num(value), str(t.get("errors", 0)),
+            shown, str(t.get("errors", 0)),
             "copied" if t["trial"] in ((s.get("copied") or {}).get("trials") or ()) else duration(t.get("wall_s", 0.0)),
         ])
     return header, rows
