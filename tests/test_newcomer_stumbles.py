@@ -34,3 +34,61 @@ def test_trials_the_hidden_tests_never_judged_say_so(tmp_path, script):
     assert rows["1"][2] == "not judged" and rows["1"][5] == "not judged"
     assert rows["2"][2] == "not judged" and rows["2"][5] == "not judged"
     assert rows["3"][2] == "1" and rows["3"][5] == "1.000"  # the last trial is judged: the right program passes
+
+
+class V1Only:
+    """A loopback server that, like vLLM or llama.cpp, serves its API under /v1 only."""
+
+    def __init__(self, v1: bool = True):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.paths: list[str] = []
+        paths, serve_v1 = self.paths, v1
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self):
+                paths.append(self.path)
+                ok = serve_v1 and self.path.startswith("/v1/")
+                body = b'{"data": [{"id": "fake"}]}' if ok else b'{"detail": "Not Found"}'
+                self.send_response(200 if ok else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _reply
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_base_url_without_v1_is_caught_before_the_run_with_the_fix(tmp_path):
+    """Was: the check passed (any answer but 401/403), the run directory was made, and every
+    episode failed with "HTTP 404", naming neither the URL nor the fix."""
+    from tests.conftest import one_line_error
+
+    with V1Only() as url:
+        proc = run_cli("run", "--benchmark", "arithmetic", "--num-envs", "1", "--num-trials", "1", "--model",
+                       "openai/fake", "--base-url", url, "--run-dir", str(tmp_path / "r"), "--no-cache", "--quiet")
+    line = one_line_error(proc, url, "HTTP 404", f"--base-url {url}/v1")
+    assert proc.returncode == 2 and not (tmp_path / "r").exists(), line
+
+
+def test_a_server_without_models_anywhere_gets_a_warning_not_a_refusal(capsys):
+    from reinagent.preflight import check_openai_server
+
+    with V1Only(v1=False) as url:
+        check_openai_server(url, "openai/fake", None, resuming=False)  # some servers have no /models
+    assert f"warning: model server {url} answered HTTP 404 on /models" in capsys.readouterr().err
