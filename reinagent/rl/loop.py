@@ -124,11 +124,61 @@ def scratch_dir(own: Path) -> Path:
     return path
 
 
+# What `rl train` writes into output_dir (the module docstring); anything else there but the run
+# directories `rl run` writes beside them is not ours to replace.
+TRAIN_ENTRIES = frozenset({METRICS, "rollouts", "checkpoint", "trainer", "ranks", SCRATCH})
+
+
+def _foreign(out: Path) -> list[str]:
+    """Names in `out` that neither `rl train` nor `rl run` wrote (docs/learning.md runs `rl run`
+    then `rl train` with one config: the episodes of `rl run` are run directories in output_dir)."""
+    from reinagent.store import is_run_dir
+
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if p.name not in TRAIN_ENTRIES and not is_run_dir(p))
+
+
+def own_loop(cfg: RLAgentConfig, method: str) -> str | None:
+    """What trains with reinagent's own loop, which cannot resume ("async mode", "method 'sft'",
+    "trainer 'reinagent'"); None for TRL's trainer, which resumes from its checkpoints."""
+    if uses_trl(cfg, method):
+        return None
+    return "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
+
+
+def check_output_dir(out: Path, overwrite: bool, own: str | None) -> None:
+    """Before the policy loads (29 s for the embedded model): whether training may write `out`.
+    A training run there is resumed (TRL's trainer; `own`: what trains with our loop instead)
+    unless `overwrite`; files no reinagent command wrote are never trained over without
+    `overwrite`; the run directories of `rl run` stay beside the training run."""
+    held = (out / "rollouts" / "spec.json").is_file()
+    if overwrite:
+        return
+    if held:
+        if own is not None:
+            raise ConfigError(f"output_dir {out} holds a training run; {own} trains with reinagent's own loop, "
+                              "which cannot resume: choose another output_dir, or set overwrite = true to start "
+                              "again (only trainer = \"trl\" resumes)")
+        return  # resumed (TRL's checkpoints), whatever else lies beside it
+    foreign = _foreign(out)
+    if foreign:
+        raise ConfigError(f"output_dir {out} holds files `rl train` did not write ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); choose another output_dir or set overwrite = true")
+    if any((out / name).exists() for name in TRAIN_ENTRIES - {SCRATCH}):  # a killed run's scratch is not a run
+        raise ConfigError(f"output_dir {out} holds a training run's files but no rollouts/spec.json to resume from; "
+                          "choose another output_dir or set overwrite = true to start again")
+
+
 def prepare_output(out: Path, overwrite: bool) -> None:
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"output_dir {out} exists and is not empty; choose another or set overwrite = true")
-        shutil.rmtree(out)
+    """`out` ready for a new training run: what training wrote before is removed under
+    `overwrite` (so are files no reinagent command wrote); `rl run`'s run directories are kept."""
+    check_output_dir(out, overwrite, own="this")
+    if out.is_dir() and overwrite:
+        foreign = set(_foreign(out))
+        for path in out.iterdir():
+            if path.name in TRAIN_ENTRIES or path.name in foreign:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -210,11 +260,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     settings = run_settings(cfg, method, steps, learning_rate, batch_size)
     resume, resume_step = None, None
     if not cfg.overwrite and (own / "rollouts" / "spec.json").is_file():
-        if not trl:
-            mode = "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
-            raise ConfigError(f"output_dir {out} holds a training run; {mode} trains with reinagent's own loop, "
-                              "which cannot resume: choose another output_dir, or set overwrite = true to start "
-                              "again (only trainer = \"trl\" resumes)")
+        check_output_dir(own, False, own_loop(cfg, method))
         from reinagent.rl.trl_grpo import last_checkpoint
 
         check_resume(own, settings)
