@@ -92,3 +92,31 @@ def test_a_server_without_models_anywhere_gets_a_warning_not_a_refusal(capsys):
     with V1Only(v1=False) as url:
         check_openai_server(url, "openai/fake", None, resuming=False)  # some servers have no /models
     assert f"warning: model server {url} answered HTTP 404 on /models" in capsys.readouterr().err
+
+
+def test_a_missing_openai_key_is_named_without_importing_litellm(tmp_path):
+    """Was: 21 s (litellm's import, under load) before "needs OPENAI_API_KEY". Now the variable is
+    checked first: litellm blocked from importing, the same one line comes, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, one_line_error
+
+    code = "import sys; sys.modules['litellm'] = None\nfrom reinagent.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run([sys.executable, "-c", code, "run", "--benchmark", "arithmetic", "--model", "openai/gpt-4o-mini",
+                           "--num-envs", "1", "--run-dir", str(tmp_path / "r"), "--quiet"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    one_line_error(proc, "openai/gpt-4o-mini", "OPENAI_API_KEY")
+    assert proc.returncode == 2 and not (tmp_path / "r").exists()
+
+
+def test_the_key_table_names_what_litellm_asks_for(monkeypatch):
+    from reinagent.llm import KEY_VARIABLES, import_litellm
+
+    litellm = import_litellm()
+    for provider, names in KEY_VARIABLES.items():
+        for name in names:
+            monkeypatch.delenv(name, raising=False)
+        assert set(litellm.validate_environment(model=f"{provider}/some-model")["missing_keys"]) == set(names), provider

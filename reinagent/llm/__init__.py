@@ -133,6 +133,17 @@ def import_litellm():
     return litellm
 
 
+# The key variables of common providers, as litellm.validate_environment names them (litellm
+# 1.83; tests/test_newcomer_stumbles.py compares): checked without importing litellm. Any one set
+# is enough (gemini takes either); other providers are asked of litellm itself.
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",), "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "mistral": ("MISTRAL_API_KEY",), "groq": ("GROQ_API_KEY",), "deepseek": ("DEEPSEEK_API_KEY",),
+    "together_ai": ("TOGETHERAI_API_KEY",), "cohere": ("COHERE_API_KEY",), "openrouter": ("OPENROUTER_API_KEY",),
+    "xai": ("XAI_API_KEY",), "fireworks_ai": ("FIREWORKS_AI_API_KEY",),
+}
+
+
 def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
     from unittest import mock
@@ -145,6 +156,14 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
         return
     if kind != "litellm" or (base_url and not is_provider_endpoint(base_url)):
         return  # a --base-url server is not sent the provider's key, so it need not be set
+    names = KEY_VARIABLES.get(model.split("/", 1)[0]) if "/" in model else None
+    if names is not None:  # no litellm import (6-20 s) to say a well-known variable is unset
+        if not any(os.environ.get(name) for name in names):
+            raise ConfigError(
+                f"model {model!r} needs the environment variable(s) {', '.join(names)}; "
+                "set them (the value is never written to logs or run directories)"
+            )
+        return
     litellm = import_litellm()
     # An empty variable is as good as a missing one, but litellm only asks whether it is set: hide
     # the empty ones from it for this one check, and leave the user's environment as it was.
