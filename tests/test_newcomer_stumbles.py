@@ -120,3 +120,33 @@ def test_the_key_table_names_what_litellm_asks_for(monkeypatch):
         for name in names:
             monkeypatch.delenv(name, raising=False)
         assert set(litellm.validate_environment(model=f"{provider}/some-model")["missing_keys"]) == set(names), provider
+
+
+def test_hf_on_the_cpu_says_once_that_local_is_faster(capsys, monkeypatch):
+    """Was: `--model hf` ran 16 min for 3 episodes on the CPU with no word that `local` (the same
+    weights on OpenVINO, batched) is many times faster there."""
+    import importlib.util
+
+    import pytest
+    import torch
+
+    from reinagent.errors import ConfigError
+    from reinagent.llm import make_llm
+    from reinagent.llm.local import embedded_gguf
+
+    try:
+        embedded_gguf()
+    except ConfigError:
+        pytest.skip("needs the embedded model")
+    if importlib.util.find_spec("openvino_genai") is None or importlib.util.find_spec("transformers") is None:
+        pytest.skip("needs the local and hf extras")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("reinagent.llm._SAID", set())
+    make_llm("hf")
+    make_llm("hf", role="reflector")  # actor and reflector: one line
+    lines = [line for line in capsys.readouterr().err.splitlines() if "--model local" in line]
+    assert len(lines) == 1 and lines[0].startswith("hf: transformers on the CPU"), lines
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr("reinagent.llm._SAID", set())
+    make_llm("hf")
+    assert "--model local" not in capsys.readouterr().err  # on a GPU transformers is right

@@ -25,6 +25,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -87,7 +88,9 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
     if kind == "hf":
         from reinagent.llm.hf import HFLLM
 
-        return HFLLM(model.split(":", 1)[1] if ":" in model else None, name=model)
+        llm = HFLLM(model.split(":", 1)[1] if ":" in model else None, name=model)
+        _say_local_is_faster(model, precision)
+        return llm
     if kind == "openai-compatible":
         from reinagent.llm.openai_compat import OpenAICompatLLM
 
@@ -110,6 +113,28 @@ def on_openvino(model: str, precision: str | None = None) -> bool:
 
 
 _SAID: set[tuple[str, str]] = set()
+
+
+def _say_local_is_faster(model: str, precision: str | None) -> None:
+    """One stderr line when `hf:` runs on the CPU a model `local:` would run on OpenVINO: there
+    transformers generates one call at a time (16 tok/s on the embedded model) where OpenVINO
+    batches (232 tok/s; reinagent/llm/gguf_export.py), and a newcomer waited 16 min for 3
+    episodes with no word of it (issue 45)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return  # on a GPU transformers is the engine to use
+    path = model.split(":", 1)[1] if ":" in model else None
+    other = "local" if path is None else f"local:{path}"
+    try:
+        faster = on_openvino(other, precision) and importlib.util.find_spec("openvino_genai") is not None
+    except Exception:  # noqa: BLE001 - a hint only: never stop a run over it
+        faster = False
+    if faster and (model, "cpu") not in _SAID:
+        _SAID.add((model, "cpu"))
+        print(f"{model}: transformers on the CPU generates one call at a time; --model {other} runs the same "
+              "weights on OpenVINO, batched, about 14x the tokens per second here (docs/cli.md, Models)",
+              file=sys.stderr, flush=True)
 
 
 def _say_once(model: str, precision: str | None) -> None:
