@@ -150,3 +150,35 @@ def test_hf_on_the_cpu_says_once_that_local_is_faster(capsys, monkeypatch):
     monkeypatch.setattr("reinagent.llm._SAID", set())
     make_llm("hf")
     assert "--model local" not in capsys.readouterr().err  # on a GPU transformers is right
+
+
+def test_progress_in_a_log_file_is_whole_lines(tmp_path, script, monkeypatch):
+    """Was: stderr to a file held tqdm's \\r redraws, glued to each "trial k/N" line. Where stderr
+    is no terminal, progress comes as whole lines (at most once a minute) and no \\r is written."""
+    import subprocess
+
+    from tests.conftest import CLI, ROOT
+
+    model = script([], default="Thought: guess.\nAction: Finish[1]")
+    proc = subprocess.run([*CLI, "run", "--benchmark", "arithmetic", "--num-envs", "3", "--num-trials", "2", "--model",
+                           model, "--run-dir", str(tmp_path / "r"), "--no-cache"],  # progress on; stderr is a pipe
+                          capture_output=True, cwd=ROOT, timeout=300)  # bytes: text mode would turn \r into \n
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "\r" not in err
+    trial_lines = [line for line in err.split("\n") if "attempted" in line]
+    assert len(trial_lines) == 2 and all(line.startswith("trial ") for line in trial_lines), trial_lines
+
+    import io
+
+    from reinagent import schedule
+
+    monkeypatch.setattr(schedule, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(schedule.sys, "stderr", io.StringIO())
+    bar = schedule._bar(True, 3, "trial 1")
+    bar.set_postfix_str("4 model calls")
+    bar.update(1)
+    bar.update(1)
+    bar.update(1)  # the last one: the trial's own line says it
+    assert schedule.sys.stderr.getvalue().splitlines() == ["progress (trial 1): 1/3 episodes, 4 model calls",
+                                                           "progress (trial 1): 2/3 episodes, 4 model calls"]
