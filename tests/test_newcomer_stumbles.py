@@ -182,3 +182,65 @@ def test_progress_in_a_log_file_is_whole_lines(tmp_path, script, monkeypatch):
     bar.update(1)  # the last one: the trial's own line says it
     assert schedule.sys.stderr.getvalue().splitlines() == ["progress (trial 1): 1/3 episodes, 4 model calls",
                                                            "progress (trial 1): 2/3 episodes, 4 model calls"]
+
+
+def test_reinagent_list_columns_line_up():
+    """Was: `arithmetic20 cot` stood two columns right of every other row (a fixed width of 10)."""
+    from reinagent.benchmarks import REGISTRY
+
+    out = run_cli("list").stdout.splitlines()
+    rows = [line for line in out if line[2:].split(" ")[0] in REGISTRY]
+    assert len(rows) == len(REGISTRY)
+    abouts = {line.index(about) for line, (_, _, _, about) in zip(rows, REGISTRY.values())}
+    agents = {line.index(", ".join(entry[2]), 2 + len(name)) for line, (name, entry) in zip(rows, REGISTRY.items())}
+    assert len(abouts) == 1 and len(agents) == 1, rows
+
+
+def test_two_seeds_of_one_setting_get_two_column_names(tmp_path):
+    """Was: runs/seed0/r and runs/seed1/r were both "cot-context/reflexion/scripted:x (r)"."""
+    from reinagent.report.labels import unique_labels
+    from reinagent.report.loading import load
+    from reinagent.report.markdown import comparison_markdown
+    from tests.test_report import COMPLETE, make_run
+
+    a = make_run(tmp_path / "seed0" / "r", COMPLETE)
+    b = make_run(tmp_path / "seed1" / "r", COMPLETE)
+    summaries = [r.summary for r in load([a, b])]
+    assert unique_labels(summaries) == ["cot-context/reflexion/scripted:x (seed0/r)",
+                                        "cot-context/reflexion/scripted:x (seed1/r)"]
+    header = comparison_markdown(summaries).splitlines()[2]
+    assert "(seed0/r)" in header and "(seed1/r)" in header
+    summaries[0]["seed"], summaries[1]["seed"] = 0, 1
+    assert unique_labels(summaries)[1] == "cot-context/reflexion/scripted:x (seed 1, seed1/r)"
+    assert unique_labels([summaries[0], summaries[0]])[1].endswith("(r)")  # one run given twice
+
+
+def test_strategies_side_by_side_compares_one_experiment_and_says_what_it_left_out(tmp_path):
+    """Was: the notebooks' "Strategies side by side" pooled every run of the benchmark in runs/,
+    other models and task sets included, without saying so."""
+    from reinagent.report.loading import load, strategy_runs, strategy_runs_line
+    from tests.test_report import COMPLETE, make_run
+
+    make_run(tmp_path / "reflexion", COMPLETE, strategy="reflexion")
+    make_run(tmp_path / "none", COMPLETE, strategy="none")
+    make_run(tmp_path / "other-model", COMPLETE, strategy="none", model="scripted:y")
+    make_run(tmp_path / "other-tasks", {"a": [True]}, strategy="none")
+    runs = load(tmp_path)
+    this = next(r for r in runs if r.run_dir.name == "reflexion")
+    same, others = strategy_runs(runs, this)
+    assert sorted(r.run_dir.name for r in same) == ["none", "reflexion"] and len(others) == 2
+    line = strategy_runs_line(same, others, tmp_path)
+    assert "none (none)" in line and "reflexion (reflexion)" in line and "2 other run(s) there left out" in line
+
+
+def test_the_compare_pages_legend_does_not_claim_three_trials(tmp_path):
+    """Was: "no (3): unsolved after 3 trials" above a matrix of 2-trial runs."""
+    from fastapi.testclient import TestClient
+
+    from reinagent.viewer.app import create_app
+    from tests.test_report import make_run
+
+    make_run(tmp_path / "a", {"x": [False, False]}, num_trials=2)
+    make_run(tmp_path / "b", {"x": [False, True]}, num_trials=2)
+    page = TestClient(create_app(tmp_path), base_url="http://127.0.0.1").get("/compare?run=a&run=b").text
+    assert "no (2)" in page and "after 3 trials" not in page

@@ -129,6 +129,7 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "strategy": cfg.get("strategy"),
         "split": cfg.get("split"),
         "model": cfg.get("model"),
+        "seed": cfg.get("seed"),  # two seeds of one setting are told apart by it (report/labels.py)
         "reflector_model": cfg.get("reflector_model") or cfg.get("model"),
         "num_tasks": n_tasks,
         "task_ids": task_ids,
