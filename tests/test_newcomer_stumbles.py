@@ -244,3 +244,20 @@ def test_the_compare_pages_legend_does_not_claim_three_trials(tmp_path):
     make_run(tmp_path / "b", {"x": [False, True]}, num_trials=2)
     page = TestClient(create_app(tmp_path), base_url="http://127.0.0.1").get("/compare?run=a&run=b").text
     assert "no (2)" in page and "after 3 trials" not in page
+
+
+def test_the_readme_set_up_is_the_facts_and_names_the_scripts_flags():
+    """Was: 30 lines of measurement history (commit hashes, suite-under-load figures) around what
+    to run, how long and how much disk; run_reinagent.sh's flags only in its --help."""
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    setup = readme[readme.index("## Set-up"):readme.index("## A five-minute tour")]
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", setup), "a commit hash in the set-up section: history goes to docs/"
+    assert len(setup.splitlines()) <= 50
+    script = (ROOT / "run_reinagent.sh").read_text(encoding="utf-8")
+    flags = set(re.findall(r"^\s+(--[a-z_]+)\)", script, re.M))
+    assert flags >= {"--num_trials", "--num_envs", "--run_name", "--use_memory", "--is_resume"}
+    assert all(flag in setup for flag in flags), sorted(f for f in flags if f not in setup)
+    history = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "## Set-up and the test suite" in history and "1547 passed" in history
