@@ -18,6 +18,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
+    checkpoint_key.py   what a checkpoint holds (sha256 of its files) as the key of its cached copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
     fake_server.py      a loopback OpenAI-compatible server: a public testing utility
