@@ -28,9 +28,12 @@ from reinagent.redact import redact_argv
 BRANCH_SETTINGS = ("strategy", "num_trials")
 
 
-def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflections: bool) -> list[TrialRecord]:
-    """The live trial-1 records of every task, in task order, ready to start the branch; a
-    RunDirError naming the tasks whose first trial SOURCE has not finished."""
+def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflections: bool,
+                   source: str = "") -> list[TrialRecord]:
+    """The live trial-1 records of every task, in task order, ready to start the branch, each
+    marked as copied from `source` with every call it holds (the branch's report leaves them
+    out of its time and usage); a RunDirError naming the tasks whose first trial SOURCE has not
+    finished."""
     first = {r.task_id: r for r in records if r.trial == 1}
     missing = [tid for tid in task_ids if tid not in first]
     if missing:
@@ -41,6 +44,8 @@ def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflect
         record = first[tid].model_copy(deep=True)
         if not keep_reflections:
             record.reflection, record.reflection_calls = None, []
+        record.copied_from = source
+        record.copied_calls = len(record.calls)
         kept.append(record)
     return kept
 
@@ -73,7 +78,7 @@ def create_branch(source: str | Path, run_dir: str | Path, *, strategy: str, num
     new = build_config(**{**{k: v for k, v in spec.config.items() if k != "run_dir"},
                           "strategy": strategy, "num_trials": trials, "run_dir": str(run_dir)})
     keep = old.strategy.uses_reflections and new.strategy.uses_reflections
-    records = branch_records(read_records(source), spec.task_ids, keep)
+    records = branch_records(read_records(source), spec.task_ids, keep, str(source))
     config = {**spec.config, "strategy": new.strategy.value, "num_trials": trials, "run_dir": str(run_dir)}
     change = SpecChange(at=time.time(), command=redact_argv(sys.argv),
                         changes={"branched_from": str(source), "strategy": new.strategy.value, "num_trials": trials})

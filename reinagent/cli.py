@@ -104,7 +104,7 @@ def run_options(fn):
         click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file with any of these settings; flags override it."),
         click.option("--benchmark", help="hotpotqa, humaneval, mbpp, alfworld, gsm8k, arithmetic, arithmetic20, or remote with --env-url (see `reinagent list`)."),
         click.option("--agent", help="Agent of the benchmark (default: the benchmark's)."),
-        click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion."),
+        click.option("--strategy", help="none, last_attempt, reflexion or last_attempt_and_reflexion (default reflexion)."),
         click.option("--split", help="Task file of the benchmark (default: the paper's)."),
         shared_option("--num-trials", "Trials per task (default 3)."),
         click.option("--num-envs", type=int, help="How many tasks, from the start of the split (default all)."),

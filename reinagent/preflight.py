@@ -184,11 +184,28 @@ def check_openai_server(base_url: str | None, model: str, api_key_env: str | Non
             f"model server {shown}", f"refused the request (HTTP {response.status_code}: missing or wrong API key)",
             f"set {variable} to the server's key" + ("" if api_key_env else " or name another variable with --api-key-env"),
         ).line())
+    if response.status_code == 404 and not url.endswith("/v1"):
+        _suggest_v1(url, shown, headers, resuming=resuming)
     served = _model_ids(response)
     name = model.split("/", 1)[1] if model.startswith("openai/") else model
     if served and name not in served:
         print(f"warning: model server {shown} lists {', '.join(served[:5])}, not {name!r}; "
               "its calls may fail (some servers answer to any name)", file=sys.stderr)
+
+
+def _suggest_v1(url: str, shown: str, headers: dict[str, str], *, resuming: bool) -> None:
+    """`--base-url http://host:port` for a server that serves under /v1 (vLLM, llama.cpp, ollama,
+    LM Studio): /models is 404 there, and so was every episode's call, naming neither the URL
+    nor the fix (issue 45). When {url}/v1/models answers, that is the URL meant: one line. When it
+    is 404 too, the server may simply have no /models: a warning, and the run goes on."""
+    again = _get(f"{url}/v1/models", shown, headers, resuming=resuming)
+    if again.status_code != 404:
+        raise PreflightError(Failure(
+            f"model server {shown}", "answered HTTP 404 on /models, and its /v1/models is there",
+            f"pass --base-url {shown}/v1 (OpenAI-compatible servers serve under /v1)",
+        ).line())
+    print(f"warning: model server {shown} answered HTTP 404 on /models; if its calls fail with 404, "
+          f"give the URL its API lives under (most servers: {shown}/v1)", file=sys.stderr)
 
 
 def check_litellm(model: str, base_url: str | None, *, resuming: bool) -> None:

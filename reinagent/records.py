@@ -170,10 +170,20 @@ class TrialRecord(BaseModel):
     error: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
+    # `reinagent branch`: the run this record was copied from, and how many of its calls (the first
+    # of `calls`) that run made; a reflection the branch wrote later is appended after them. The
+    # branch's report counts only its own calls and time (issue 45).
+    copied_from: str | None = None
+    copied_calls: int = 0
 
     @property
     def calls(self) -> list[ModelCall]:
         return [*self.trajectory.calls, *self.reflection_calls]
+
+    @property
+    def own_calls(self) -> list[ModelCall]:
+        """The calls this run made for this record (all of them unless it was copied)."""
+        return self.calls[self.copied_calls:]
 
     @property
     def wall_s(self) -> float:
@@ -269,3 +279,15 @@ def first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
         if found is not None:
             return found
     return None
+
+
+def finite_or_none(value: Any) -> Any:
+    """Plain data with every NaN or infinity replaced by None (JSON's null), for JSON output that
+    must parse everywhere: a figure computed from absurd timestamps can overflow to inf."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value

@@ -303,7 +303,8 @@ async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: as
 
     for amended in await asyncio.gather(*(one(r) for r in todo)):
         done[(amended.task_id, amended.trial)] = amended
-    print(f"wrote {len(todo)} reflections the old last trial skipped", file=sys.stderr, flush=True)
+    print(f"wrote {len(todo)} reflection{'' if len(todo) == 1 else 's'} the old last trial skipped",
+          file=sys.stderr, flush=True)
 
 
 async def reflect_on(exp, task, rec: TrialRecord, past: list[str] | None = None) -> TrialRecord:

@@ -237,6 +237,7 @@ def _say_halted(exp, trial: int, results: list[TrialRecord], bar=None) -> None:
 
 
 TICK_S = 2.0  # how often the bar shows the calls and nodes of episodes still running
+LINE_EVERY_S = 60.0  # stderr not a terminal: a progress line at most this often
 
 
 def _show_activity(exp, bar) -> None:
@@ -257,9 +258,39 @@ async def _tick(exp, bar) -> None:
 def _bar(progress: bool, total: int, desc: str):
     if not progress or not total:
         return None
+    if not sys.stderr.isatty():  # a log file: tqdm's \r redraws glued the bar to every trial line
+        return _LineBar(total, desc)
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="episode", file=sys.stderr, leave=False)
+
+
+class _LineBar:
+    """The progress bar where stderr is a file or a pipe: a whole line, at most every
+    LINE_EVERY_S seconds, with the methods of tqdm's that the schedules use."""
+
+    def __init__(self, total: int, desc: str):
+        self.total, self.desc, self.n, self.note = total, desc, 0, ""
+        self.said_at = time.monotonic()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if time.monotonic() - self.said_at >= LINE_EVERY_S and self.n < self.total:
+            self.said_at = time.monotonic()
+            print(f"progress ({self.desc}): {self.n}/{self.total} episodes" + (f", {self.note}" if self.note else ""),
+                  file=sys.stderr, flush=True)
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.note = text
+
+    def refresh(self) -> None:
+        pass
+
+    def write(self, line: str, file=None) -> None:
+        print(line, file=file or sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
 
 
 def _emit(line: str, bar=None) -> None:

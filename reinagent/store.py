@@ -17,6 +17,7 @@ back to where it started, so the file always ends with a whole line.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
-from reinagent.records import RunSpec, Supersede, TrialRecord, record_json
+from reinagent.records import RunSpec, Supersede, TrialRecord, first_non_finite, record_json
 from reinagent.runfiles import MAX_LINE_BYTES, MAX_SPEC_BYTES, iter_lines, read_bounded, tail
 from reinagent.runlock import RunLock, open_no_follow
 
@@ -114,18 +115,27 @@ def check_spec_values(spec: RunSpec, where: Path) -> None:
         raise RunDirError(f"{where}: settings.steps is {steps!r}, outside 0 to {MAX_RECORD_TRIAL}; a planted or broken spec?")
 
 
+# What a non-finite number can look like in a line (JSON's parser reads NaN, Infinity and 1e999):
+# only a line that matches is walked for one, so a sound run is read at the same speed.
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?\d{3}|\d{300}")
+
+
 def parse_line(raw: bytes) -> Entry:
     """One line of records.jsonl; ValueError (pydantic's ValidationError is one) when malformed,
-    or when a trial number is outside 1..MAX_RECORD_TRIAL (readers size tables by it)."""
+    when a trial number is outside 1..MAX_RECORD_TRIAL (readers size tables by it), or when it
+    holds a NaN or infinity: the writers never write one (episode.py), pydantic would write it
+    back as null, and a timestamp of inf broke every report (issue 45)."""
     if raw.lstrip().startswith(b'{"kind"'):  # markers are written with `kind` first
-        marker = Supersede.model_validate_json(raw)
-        trials = [trial for _, trial in marker.keys]
+        entry: Entry = Supersede.model_validate_json(raw)
+        trials = [trial for _, trial in entry.keys]
     else:
-        marker = TrialRecord.model_validate_json(raw)
-        trials = [marker.trial]
+        entry = TrialRecord.model_validate_json(raw)
+        trials = [entry.trial]
     if any(not 1 <= trial <= MAX_RECORD_TRIAL for trial in trials):
         raise ValueError(f"a trial number outside 1 to {MAX_RECORD_TRIAL}")
-    return marker
+    if _MAYBE_NON_FINITE.search(raw) and (found := first_non_finite(entry.model_dump())) is not None:
+        raise ValueError(f"{found[0]} is {found[1]}, which JSON cannot hold")
+    return entry
 
 
 def _problem(err: Exception) -> str:

@@ -107,6 +107,28 @@ def test_agentgym_bad_requests_are_errors_with_a_reason(agentgym_hotpot, body, s
     assert answer.status_code == status and needle in answer.json()["error"]
 
 
+def test_a_searchqa_style_client_is_refused_and_resets_nobody_elses_env(agentgym_hotpot):
+    """AgentGym's SearchQA client (the "env_idx" family) sends /reset {"env_idx": ENV, "id": TASK}.
+    Was: 200, and our server reset env number TASK, another client's. Now 422 naming the clients
+    this server speaks, and the other client's episode goes on."""
+    url = agentgym_hotpot.url
+    victim = AgentGymStyleClient(url)
+    try:
+        victim.reset(data_idx=3)
+        victim.step("Search[nothing at all]")
+        before = victim.observe()
+        for path, body in (("reset", {"env_idx": 0, "id": victim.env_id}),
+                           ("step", {"env_idx": victim.env_id, "action": "Finish[x]"})):
+            answer = httpx.post(f"{url}/{path}", json=body, timeout=60)
+            assert answer.status_code == 422, answer.text
+            assert "SearchQA" in answer.json()["error"] and "BabyAI" in answer.json()["error"]
+        answer = httpx.get(f"{url}/observation?env_idx={victim.env_id}", timeout=60)
+        assert answer.status_code == 422 and "SearchQA" in answer.json()["error"]
+        assert victim.observe() == before
+    finally:
+        victim.close()
+
+
 def test_agentgym_reset_out_of_range_is_404(agentgym_hotpot):
     client = AgentGymStyleClient(agentgym_hotpot.url)
     try:

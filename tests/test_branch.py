@@ -50,7 +50,9 @@ def test_a_none_branch_of_a_reflexion_run_shares_trial_1_and_drops_its_reflectio
                                               "reflections": "not copied"}
     # trial 1 is the source's, byte for byte apart from the reflection NONE never shows
     for tid, record in _first(records).items():
-        expected = _first(src)[tid].model_copy(update={"reflection": None, "reflection_calls": []})
+        expected = _first(src)[tid].model_copy(update={"reflection": None, "reflection_calls": [],
+                                                       "copied_from": str(source),
+                                                       "copied_calls": len(_first(src)[tid].trajectory.calls)})
         assert record == expected
     assert not any(r.reflection or r.reflection_calls for r in records)
     second = [r for r in records if r.trial == 2]
@@ -76,7 +78,34 @@ def test_reflections_are_kept_between_strategies_that_both_use_them(tmp_path):
     out = branch_run(source, tmp_path / "both", strategy="last_attempt_and_reflexion", progress=False)
     records = read_records(out)
     assert read_spec(out).settings["branched_from"]["reflections"] == "kept"
-    assert _first(records) == _first(read_records(source))
+    copied = {tid: r.model_copy(update={"copied_from": None, "copied_calls": 0}) for tid, r in _first(records).items()}
+    assert copied == _first(read_records(source))
+    assert all(r.copied_calls == len(r.calls) for r in _first(records).values())
+
+
+def test_a_branchs_report_counts_what_the_branch_did_and_says_what_it_copied(tmp_path):
+    """Was: the branch's wall time, calls in flight and tokens paid included the source's trial 1
+    (a NONE branch that took 48 s showed 4 min 43 s). Now they are the branch's own, and the report
+    says "trial 1: N records copied from RUN"."""
+    from reinagent.report.markdown import report_markdown
+    from reinagent.report.summary import summarize
+
+    source = _source(tmp_path, "none")
+    out = branch_run(source, tmp_path / "reflexion", strategy="reflexion", progress=False)
+    records = read_records(out)
+    own = [r for r in records if r.trial == 2]
+    s = summarize(out)
+    assert s["copied"] == {"from": str(source), "records": 3, "trials": [1]}
+    # the branch's calls: its trial 2, and the reflections it wrote on the copied trial-1 failures
+    assert s["usage"]["by_role"]["reflector"]["calls"] == 2
+    assert s["usage"]["by_role"]["actor"]["calls"] == sum(len(r.trajectory.calls) for r in own)
+    assert s["usage"]["prompt_tokens"] == sum(c.prompt_tokens for r in records for c in r.own_calls)
+    assert s["wall_s"] == round(max(r.finished_at for r in own) - min(r.started_at for r in own), 3)
+    md = report_markdown([s])
+    assert f"trial 1: 3 records copied from {source}" in md
+    assert "| 1 | 3 |" in md and "| copied |" in md  # trial 1's wall time is the source's
+    src = summarize(source)
+    assert src["copied"] is None and src["usage"]["calls"] == sum(len(r.calls) for r in read_records(source))
 
 
 def test_bad_branches_are_refused_before_anything_is_written(tmp_path):
@@ -124,3 +153,11 @@ def test_reflection_max_tokens_reaches_the_reflector_and_a_resume_cannot_change_
     from reinagent.resuming import FIXED
 
     assert "reflection_max_tokens" in FIXED
+
+
+def test_one_reflection_is_said_in_the_singular(tmp_path):
+    source = run(benchmark="arithmetic", num_envs=2, num_trials=2, strategy="none", model=f"scripted:{_script(tmp_path)}",
+                 run_dir=str(tmp_path / "src"), cache=False, progress=False)
+    done = run_cli("branch", str(source), "--strategy", "reflexion", "--run-dir", str(tmp_path / "b"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "wrote 1 reflection the old last trial skipped" in done.stderr  # was "wrote 1 reflections"

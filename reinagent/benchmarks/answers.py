@@ -45,15 +45,21 @@ def read_answers(path: Path, known: dict[str, Any], benchmark: str) -> list[tupl
     if not path.is_file():
         raise ReinagentError(f"answers file {path} does not exist")
     rows: list[tuple[str, str]] = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
+    with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is that line's error, not the file's
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
                 continue
             where = f"{path}:{number}"
             try:
-                row = json.loads(line)
-            except ValueError as err:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise ReinagentError(f"{where}: not UTF-8 text (byte {err.start + 1} of the line)") from None
+            except json.JSONDecodeError as err:
                 raise ReinagentError(f"{where}: malformed JSON ({err.msg})") from None
+            except ValueError as err:  # an integer of more than 4,300 digits
+                raise ReinagentError(f"{where}: malformed JSON ({str(err).splitlines()[0][:120]})") from None
+            except RecursionError:  # [[[[...]]]] deeper than the parser's stack
+                raise ReinagentError(f"{where}: malformed JSON (nested too deeply)") from None
             if not isinstance(row, dict) or "task_id" not in row or "answer" not in row:
                 raise ReinagentError(f"{where}: expected an object with 'task_id' and 'answer'")
             if not isinstance(row["answer"], str) and row["answer"] is not None:

@@ -15,9 +15,12 @@ def list_() -> None:
     from reinagent.strategy import ReflexionStrategy
 
     click.echo("benchmarks (agents):")
+    # columns as wide as their longest entry (a fixed 10 pushed `arithmetic20 cot` out of line)
+    width = max(len(name) for name in REGISTRY)
+    agents_width = max(len(", ".join(agents)) for _, _, agents, _ in REGISTRY.values())
     for name, (_, _, agents, about) in REGISTRY.items():
-        click.echo(f"  {name:<10} {', '.join(agents):<36} {about}")
-        click.echo(f"  {'':<10} splits: {_splits(name)}")
+        click.echo(f"  {name:<{width}} {', '.join(agents):<{agents_width}}  {about}")
+        click.echo(f"  {'':<{width}} splits: {_splits(name)}")
     click.echo("strategies:")
     for s in ReflexionStrategy:
         click.echo(f"  {s.value}")

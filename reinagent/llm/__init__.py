@@ -21,6 +21,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
+    checkpoint_key.py   what a checkpoint holds (sha256 of its files) as the key of its cached copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
     fake_server.py      a loopback OpenAI-compatible server: a public testing utility
@@ -28,6 +29,7 @@ Heavy libraries (torch, transformers, litellm) are imported only when a backend 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -91,7 +93,9 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
     if kind == "hf":
         from reinagent.llm.hf import HFLLM
 
-        return HFLLM(model.split(":", 1)[1] if ":" in model else None, name=model)
+        llm = HFLLM(model.split(":", 1)[1] if ":" in model else None, name=model)
+        _say_local_is_faster(model, precision)
+        return llm
     if kind == "openai-compatible":
         from reinagent.llm.openai_compat import OpenAICompatLLM
 
@@ -116,6 +120,28 @@ def on_openvino(model: str, precision: str | None = None) -> bool:
 _SAID: set[tuple[str, str]] = set()
 
 
+def _say_local_is_faster(model: str, precision: str | None) -> None:
+    """One stderr line when `hf:` runs on the CPU a model `local:` would run on OpenVINO: there
+    transformers generates one call at a time (16 tok/s on the embedded model) where OpenVINO
+    batches (232 tok/s; reinagent/llm/gguf_export.py), and a newcomer waited 16 min for 3
+    episodes with no word of it (issue 45)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return  # on a GPU transformers is the engine to use
+    path = model.split(":", 1)[1] if ":" in model else None
+    other = "local" if path is None else f"local:{path}"
+    try:
+        faster = on_openvino(other, precision) and importlib.util.find_spec("openvino_genai") is not None
+    except Exception:  # noqa: BLE001 - a hint only: never stop a run over it
+        faster = False
+    if faster and (model, "cpu") not in _SAID:
+        _SAID.add((model, "cpu"))
+        print(f"{model}: transformers on the CPU generates one call at a time; --model {other} runs the same "
+              "weights on OpenVINO, batched, about 14x the tokens per second here (docs/cli.md, Models)",
+              file=sys.stderr, flush=True)
+
+
 def _say_once(model: str, precision: str | None) -> None:
     """The one stderr line saying why `local:HF_DIR` runs on transformers (once per process:
     actor and reflector make the same model)."""
@@ -137,6 +163,17 @@ def import_litellm():
     return litellm
 
 
+# The key variables of common providers, as litellm.validate_environment names them (litellm
+# 1.83; tests/test_newcomer_stumbles.py compares): checked without importing litellm. Any one set
+# is enough (gemini takes either); other providers are asked of litellm itself.
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",), "gemini": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+    "mistral": ("MISTRAL_API_KEY",), "groq": ("GROQ_API_KEY",), "deepseek": ("DEEPSEEK_API_KEY",),
+    "together_ai": ("TOGETHERAI_API_KEY",), "cohere": ("COHERE_API_KEY",), "openrouter": ("OPENROUTER_API_KEY",),
+    "xai": ("XAI_API_KEY",), "fireworks_ai": ("FIREWORKS_AI_API_KEY",),
+}
+
+
 def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
     from unittest import mock
@@ -149,6 +186,14 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
         return
     if kind != "litellm" or (base_url and not is_provider_endpoint(base_url)):
         return  # a --base-url server is not sent the provider's key, so it need not be set
+    names = KEY_VARIABLES.get(model.split("/", 1)[0]) if "/" in model else None
+    if names is not None:  # no litellm import (6-20 s) to say a well-known variable is unset
+        if not any(os.environ.get(name) for name in names):
+            raise ConfigError(
+                f"model {model!r} needs the environment variable(s) {', '.join(names)}; "
+                "set them (the value is never written to logs or run directories)"
+            )
+        return
     litellm = import_litellm()
     # An empty variable is as good as a missing one, but litellm only asks whether it is set: hide
     # the empty ones from it for this one check, and leave the user's environment as it was.

@@ -83,10 +83,12 @@ def permute(weights, n_head: int, n_head_kv: int | None = None):
 
 def gguf_file(hf_folder: Path, cache: Path, tensor_type: str | None = None) -> Path:
     """Where the GGUF copy of `hf_folder` lives in the models folder `cache`: keyed like
-    `reinagent.llm.local.ir_dir` (the resolved path and config.json's mtime) and the tensor type."""
+    `reinagent.llm.local.ir_dir` (the contents of its weights, config and tokenizer) and the
+    tensor type, so new weights under an unchanged config.json get a new copy."""
+    from reinagent.llm.checkpoint_key import checkpoint_key
+
     tensor_type = tensor_type or TENSOR_TYPE
-    st = (hf_folder / "config.json").stat()
-    key = hashlib.sha256(f"{hf_folder.resolve()}:{st.st_mtime_ns}:{tensor_type}".encode()).hexdigest()[:10]
+    key = hashlib.sha256(f"{checkpoint_key(hf_folder, cache)}:{tensor_type}".encode()).hexdigest()[:10]
     return cache / f"{hf_folder.name}-{key}-{tensor_type.lower()}.gguf"
 
 

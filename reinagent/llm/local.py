@@ -130,19 +130,21 @@ def transformers_reason(source: Path, precision: str | None = None) -> str | Non
     from reinagent.llm.gguf_export import gguf_file, mismatch
 
     if gguf_file(source, models_cache()).is_file():
-        return None  # it passed the check when it was written (keyed by config.json's mtime)
+        return None  # it passed the check when it was written (keyed by the checkpoint's contents)
     why = mismatch(source, embedded_gguf())
     return None if why is None else f"not the embedded model's family and tokenizer ({why}); running it on transformers instead"
 
 
 def ir_dir(hf_folder: Path, root: str | None = None) -> Path:
     """Where the f32 IR export of `hf_folder` lives: beside the converted copy of a GGUF file,
-    under the models cache for any other directory (keyed by its path and config's mtime)."""
+    under the models cache for any other directory (keyed by the contents of its weights, config
+    and tokenizer: reinagent.llm.checkpoint_key)."""
+    from reinagent.llm.checkpoint_key import checkpoint_key
+
     cache = models_cache(root)
     if hf_folder.parent == cache:
         return hf_folder.with_name(hf_folder.name + "-ov-f32")
-    st = (hf_folder / "config.json").stat()
-    key = hashlib.sha256(f"{hf_folder.resolve()}:{st.st_mtime_ns}".encode()).hexdigest()[:10]
+    key = checkpoint_key(hf_folder, cache)
     return cache / f"{hf_folder.name}-{key}-ov-f32"
 
 

@@ -61,7 +61,10 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
             comparisons = retry_comparisons(summaries)
             for label, s in zip(unique_labels(summaries), summaries):
                 s["retry_comparisons"] = [c for c in comparisons if label in (c["base"], c["other"])]
-        text = json.dumps(items[0] if len(items) == 1 else items, indent=2) + "\n"
+        from reinagent.records import finite_or_none
+
+        # strict JSON: Python would print NaN/Infinity, which no other JSON reader accepts
+        text = json.dumps(finite_or_none(items[0] if len(items) == 1 else items), indent=2, allow_nan=False) + "\n"
     elif fmt == "html":
         from reinagent.report.html import report_html
 

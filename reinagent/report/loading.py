@@ -95,3 +95,23 @@ def load(paths: list[str | Path] | str | Path) -> list[LoadedRun]:
         summary = summarize_records(spec, records, str(run_dir), first_programs=read_first_programs(run_dir))
         runs.append(LoadedRun(run_dir, spec, records, summary))
     return runs
+
+
+# What defines one experiment whose strategies a notebook compares: everything but the strategy.
+EXPERIMENT_KEYS = ("benchmark", "agent", "model", "split", "rollout", "task_ids")
+
+
+def strategy_runs(runs: list[LoadedRun], like: LoadedRun) -> tuple[list[LoadedRun], list[LoadedRun]]:
+    """The runs among `runs` of `like`'s experiment (its benchmark, agent, model, split, rollout
+    and tasks; any strategy or seed), and the others. The notebooks' "Strategies side by side"
+    pooled every run of the benchmark in runs/ (other models, other task sets) without a word."""
+    key = tuple(str(like.summary.get(k)) for k in EXPERIMENT_KEYS)
+    same = [r for r in runs if tuple(str(r.summary.get(k)) for k in EXPERIMENT_KEYS) == key]
+    return same, [r for r in runs if r not in same]
+
+
+def strategy_runs_line(same: list[LoadedRun], others: list[LoadedRun], folder: str | Path) -> str:
+    """What a strategy comparison holds and what it left out, in one line."""
+    names = ", ".join(f"{r.run_dir.name} ({r.summary.get('strategy')})" for r in same)
+    line = f"{len(same)} run(s) of this experiment (same benchmark, agent, model, split, rollout and tasks) in {folder}: {names}"
+    return line + (f"; {len(others)} other run(s) there left out" if others else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from reinagent.terminal import plain
@@ -23,7 +24,7 @@ def report_markdown(summaries: list[dict[str, Any]]) -> str:
 
 def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
-    warnings = "".join(f"\n> **warning:** {w}\n" for w in cache_warnings(summaries))
+    warnings = "".join(f"\n> **warning:** {_escape(w)}\n" for w in cache_warnings(summaries))
     return (f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
             f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n"
             f"\n## More than chance?\n\nExact McNemar tests pair each task with itself; the last trial counts "
@@ -42,8 +43,15 @@ def _retry_section(summaries: list[dict[str, Any]]) -> str:
 def where(s: dict[str, Any]) -> str:
     """Where the run lives: its run directory, or its store and run id."""
     if s.get("store"):
-        return f"store `{s['store']}`, run id `{s.get('run_id')}`"
-    return f"run directory `{s.get('run_dir')}`"
+        return f"store {_code(s['store'])}, run id {_code(s.get('run_id'))}"
+    return f"run directory {_code(s.get('run_dir'))}"
+
+
+def _reference(s: dict[str, Any]) -> str:
+    """reference_line with its values as text, the preset's name as code."""
+    ref = s.get("reference") or {}
+    line = reference_line({**s, "reference": {**ref, "preset": None}})
+    return (f"preset {_code(ref['preset'])}; " if ref.get("preset") else "") + _escape(line)
 
 
 def run_markdown(s: dict[str, Any], level: int = 1) -> str:
@@ -52,14 +60,18 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
     h = "#" * level
     errors = error_table(s)
     oracle = " (judged by the hidden tests: oracle)" if s.get("evaluator") == "hidden" else ""
+    # Every value in these header lines comes from a spec.json anyone may have written: a model
+    # name holding a backtick closed the code span and let `<img onerror=...>` through (issue 45).
+    title = " / ".join(_escape(str(s.get(key))) for key in ("benchmark", "agent", "strategy"))
     lines = [
-        f"{h} {s['benchmark']} / {s['agent']} / {s['strategy']}{oracle}",
+        f"{h} {title}{oracle}",
         "",
-        f"model `{s['model']}`, reflector `{s['reflector_model'] or '-'}`, split `{s.get('split')}`, " + _size(s),
+        f"model {_code(s['model'])}, reflector {_code(s['reflector_model'] or '-')}, split {_code(s.get('split'))}, "
+        + _size(s),
         "",
-        f"{where(s)}, git commit `{s.get('git_commit') or 'unknown'}`",
+        f"{where(s)}, git commit {_code(s.get('git_commit') or 'unknown')}",
         "",
-        reference_line(s),
+        _reference(s),
         "",
         table_markdown(trial_table(s)),
         "",
@@ -75,7 +87,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(usage_table(s)),
         "",
-        *[f"> **warning:** {w}\n" for w in cache_warnings([s])],
+        *[f"> **warning:** {_escape(w)}\n" for w in cache_warnings([s])],
         concurrency_line(s),
         "",
         f"{h}# Errors ({len(s.get('errors') or [])})" if errors[1] else "no errors",
@@ -87,9 +99,21 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
 
 
 def _size(s: dict[str, Any]) -> str:
+    status = _escape(str(s["status"]))
     if s.get("training_steps"):  # RL training rollouts: each step samples its own tasks
-        return f"RL training rollouts over {s['num_tasks']} tasks, {s['num_trials']} steps (trial = step), status **{s['status']}**"
-    return f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{s['status']}**"
+        return f"RL training rollouts over {s['num_tasks']} tasks, {s['num_trials']} steps (trial = step), status **{status}**"
+    return f"{s['num_tasks']} tasks, {s['num_trials']} trials, status **{status}**"
+
+
+def _code(value: object) -> str:
+    """`value` as one inline code span whatever it holds: CommonMark closes a span only on a run
+    of backticks as long as its opening one, so the fence is one longer than any run inside
+    (and padded with a space, which the renderer strips). Inside a span HTML is never markup."""
+    text = plain(str(value)).replace("\n", " ").replace("\r", " ")
+    if "`" not in text:
+        return f"`{text}`"
+    fence = "`" * (max(len(run) for run in re.findall("`+", text)) + 1)
+    return f"{fence} {text} {fence}"
 
 
 def table_markdown(table: Table) -> str:

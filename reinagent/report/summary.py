@@ -15,6 +15,10 @@ Usage is what the run *paid*: a call answered from the response cache counts as 
 tokens and no cost. `usage.if_uncached` (and per role) counts every call at the tokens and cost
 it had when it was first made, and `cache_share` is the fraction of calls answered from the
 cache, so a run served mostly from the cache is never mistaken for a cheap one.
+
+A branch (`reinagent branch`) starts with records copied from its source run: `copied` says how
+many and from where ({"from", "records", "trials"}, null elsewhere), and usage, wall_s and
+episode_s count only what the branch itself did.
 """
 
 from __future__ import annotations
@@ -105,12 +109,15 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
             "not_attempted": max(0, not_attempted),  # > 0: the cumulative figures are a lower bound
             "mean_f1": _mean([r.f1 for r in recs if r.f1 is not None]),
             "mean_reward": _mean([r.reward for r in recs]),
-            "wall_s": _wall(recs),
+            "wall_s": _wall(_own(recs)),
+            # --evaluator internal: attempts the hidden tests never ran on (they failed their own
+            # tests with trials left); their "unsolved" is no verdict. None under other evaluators.
+            "not_judged": sum(_not_judged(r) for r in recs) if evaluator == "internal" else None,
         })
     usage, by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
     full, full_by_role = Usage(), {"actor": Usage(), "reflector": Usage()}
     for rec in records:
-        for call in rec.calls:
+        for call in rec.own_calls:  # a branch's copied records: the source run paid for those
             usage.add(call)
             by_role.setdefault(call.role, Usage()).add(call)
             as_paid = call.model_copy(update={"cached": False})  # tokens and cost it had when made
@@ -126,6 +133,7 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "strategy": cfg.get("strategy"),
         "split": cfg.get("split"),
         "model": cfg.get("model"),
+        "seed": cfg.get("seed"),  # two seeds of one setting are told apart by it (report/labels.py)
         "reflector_model": cfg.get("reflector_model") or cfg.get("model"),
         "num_tasks": n_tasks,
         "task_ids": task_ids,
@@ -157,8 +165,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "errors": errors,
         "num_errors": len(errors),
         "num_records": len(records),
-        "wall_s": _wall(records),
-        "episode_s": round(sum(r.wall_s for r in records), 3),
+        "wall_s": _wall(_own(records)),
+        "episode_s": round(sum(r.wall_s for r in _own(records)), 3),
+        "copied": _copied(records),
         "git_commit": spec.git_commit,
         "created_at": spec.created_at,
         "reinagent_version": spec.reinagent_version,
@@ -222,6 +231,26 @@ def _finished(records: list[TrialRecord], task_ids: list[str], num_trials: int, 
         if stops_loop(r, evaluator):
             solved.add(r.task_id)
     return all(tid in solved or len(tried.get(tid, ())) >= num_trials for tid in task_ids)
+
+
+def _not_judged(record: TrialRecord) -> bool:
+    """The hidden tests did not run on this attempt (reinagent/rollouts/base.py says so in its
+    evaluation), or it ended in an error before anything judged it."""
+    hidden = record.evaluation.get("hidden")
+    return record.error is not None or (isinstance(hidden, str) and hidden.startswith("not run"))
+
+
+def _own(records: list[TrialRecord]) -> list[TrialRecord]:
+    """The records this run made: not those `reinagent branch` copied (their time is the source's)."""
+    return [r for r in records if r.copied_from is None]
+
+
+def _copied(records: list[TrialRecord]) -> dict[str, Any] | None:
+    """What `reinagent branch` copied into this run: {"from", "records", "trials"}, else None."""
+    copied = [r for r in records if r.copied_from is not None]
+    if not copied:
+        return None
+    return {"from": copied[0].copied_from, "records": len(copied), "trials": sorted({r.trial for r in copied})}
 
 
 def _wall(records: list[TrialRecord]) -> float:

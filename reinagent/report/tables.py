@@ -3,6 +3,7 @@ that both formats always show the same numbers."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from reinagent.reference import shown_value
@@ -31,11 +32,18 @@ def trial_table(s: dict[str, Any]) -> Table:
         value = t.get("mean_f1") if s.get("metric") == "f1" else t.get("success_rate")
         training = bool(s.get("training_steps"))  # RL rollouts: each step samples its own tasks
         missing = 0 if training else t.get("not_attempted", 0)
+        unjudged = t.get("not_judged") or 0  # --evaluator internal: attempts the hidden tests never ran on
+        judged = t["attempted"] - unjudged
+        if t["attempted"] and not judged:  # "solved 0, pass rate 0.000" read as a verdict; there was none
+            solved, shown = "not judged", "not judged"
+        else:
+            solved, shown = str(t["solved"]), num(value) + (f" ({unjudged} not judged)" if unjudged else "")
         rows.append([
-            str(t["trial"]), str(t["attempted"]), str(t["solved"]),
+            str(t["trial"]), str(t["attempted"]), solved,
             "-" if training or t["attempted"] == 0 and missing else _so_far(t["solved_cumulative"], s["num_tasks"], missing),
             "-" if training or missing else f"{pct(t['success_rate_cumulative'])} [{pct(t['ci_low'], '')}, {pct(t['ci_high'], '')}]",
-            num(value), str(t.get("errors", 0)), duration(t.get("wall_s", 0.0)),
+            shown, str(t.get("errors", 0)),
+            "copied" if t["trial"] in ((s.get("copied") or {}).get("trials") or ()) else duration(t.get("wall_s", 0.0)),
         ])
     return header, rows
 
@@ -67,11 +75,18 @@ def concurrency_line(s: dict[str, Any]) -> str:
     """Wall time beside the summed call latency, and what their ratio means: how many calls were
     in flight on average (a summed 1h24m beside a 4m49s wall time read as a bug)."""
     wall, latency = s.get("wall_s") or 0.0, s["usage"].get("latency_s", 0.0)
-    line = (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
-            f"{_summed(latency)}")
+    copied = s.get("copied")
+    line = (f"trial {_trials(copied['trials'])}: {copied['records']} records copied from {copied['from']} (the "
+            "time, calls and tokens they took are that run's and not counted in this run's figures); " if copied else "")
+    line += (f"wall time {duration(wall)} (first episode start to last end); model calls' latency summed "
+             f"{_summed(latency)}")
     if wall > 0 and latency:
         line += f", so {latency / wall:.1f} calls were in flight on average"
     return line + f"; episodes {_summed(s.get('episode_s', 0.0))} summed"
+
+
+def _trials(numbers: list[int]) -> str:
+    return ", ".join(str(n) for n in numbers)
 
 
 def _summed(seconds: float | None) -> str:
@@ -177,6 +192,8 @@ def num(value: float | None) -> str:
 
 def duration(seconds: float | None) -> str:
     seconds = float(seconds or 0.0)
+    if not math.isfinite(seconds):  # timestamps far apart (1e308 and -1e308) overflow to inf
+        return "unknown"
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(round(seconds)), 60)

@@ -81,6 +81,14 @@ class RLAgent:
     def trainable(self) -> bool:
         return self.policy is not None or is_local_model(self.config.model)
 
+    def check_output(self, method: str | None = None, output_dir: str | Path | None = None) -> None:
+        """A ConfigError now, before the policy loads (29 s for the embedded model), when training
+        could not write its output_dir (rl/loop.py `check_output_dir`)."""
+        from reinagent.rl.loop import check_output_dir, own_loop
+
+        cfg = self.config
+        check_output_dir(Path(output_dir or cfg.output_dir), cfg.overwrite, own_loop(cfg, method or cfg.method))
+
     def ensure_policy(self) -> tuple[Any, Any]:
         """The transformers policy, loaded on first need from the model string."""
         if self.policy is None:
@@ -238,6 +246,7 @@ class RLAgent:
         if not self.trainable:
             raise ConfigError(f"model {cfg.model!r} cannot be trained here; valid: local, local:PATH, a HF model "
                               "directory, or RLAgent(model=<transformers model>, tokenizer=...)")
+        self.check_output(method, output_dir)  # before the policy loads
         rollout = self.token_rollout()
         split = cfg.split or ("train" if "train" in self.bench.splits else self.bench.default_split)
         tasks = self.bench.load_tasks(split)[: cfg.num_tasks]

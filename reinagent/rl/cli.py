@@ -62,6 +62,7 @@ def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
 
     require_extra("train")  # seconds, not after the first rollouts
     agent = _agent(config_file, output_dir=output_dir, num_tasks=num_tasks, max_steps=max_steps, overwrite=overwrite)
+    agent.check_output()  # a refusal in a second, not after loading the model
     agent.on_progress = _rollout_progress
     click.echo(f"training {agent.weights} on {agent.bench.name}; {_threads(agent)}")
 

@@ -8,6 +8,8 @@ Output directory (`output_dir`):
                           success per step
     checkpoint/           the trained model + tokenizer + rl.json (`--model local:OUTPUT_DIR/checkpoint`)
     trainer/checkpoint-N  trainer="trl": TRL's resumable checkpoints (every save_steps steps)
+    .scratch/             while training: the policy's temporary copies (OpenVINO rollouts, TRL's
+                          reference); removed at the end, and at the next start after a kill
     ranks/rank-N/         under `accelerate launch` / `torchrun` (trainer="trl"): process N's own
                           rollouts/ and train_metrics.jsonl; rank 0 writes the rest (rl/ranks.py)
 
@@ -23,6 +25,7 @@ import copy
 import json
 import math
 import random
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -37,6 +40,7 @@ from reinagent.rl.metrics import metrics_row
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
 
 METRICS = "train_metrics.jsonl"
+SCRATCH = ".scratch"  # temporary copies of the policy while training (scratch_dir); removed at the end
 
 
 @dataclass
@@ -109,13 +113,72 @@ class RolloutLog:
         self.store.close()
 
 
-def prepare_output(out: Path, overwrite: bool) -> None:
-    import shutil
+def scratch_dir(own: Path) -> Path:
+    """This process's scratch folder, SCRATCH inside its output directory, emptied first: the
+    policy's copies for the OpenVINO rollouts and TRL's reference (0.5 GB for the embedded model)
+    went to the system's temporary folder, where a killed run left them for good (issue 45).
+    Here a killed run's leftovers go with the next start in the same output_dir (or its rm -r)."""
+    path = own / SCRATCH
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
 
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"output_dir {out} exists and is not empty; choose another or set overwrite = true")
-        shutil.rmtree(out)
+
+# What `rl train` writes into output_dir (the module docstring); anything else there but the run
+# directories `rl run` writes beside them is not ours to replace.
+TRAIN_ENTRIES = frozenset({METRICS, "rollouts", "checkpoint", "trainer", "ranks", SCRATCH})
+
+
+def _foreign(out: Path) -> list[str]:
+    """Names in `out` that neither `rl train` nor `rl run` wrote (docs/learning.md runs `rl run`
+    then `rl train` with one config: the episodes of `rl run` are run directories in output_dir)."""
+    from reinagent.store import is_run_dir
+
+    if not out.is_dir():
+        return []
+    return sorted(p.name for p in out.iterdir() if p.name not in TRAIN_ENTRIES and not is_run_dir(p))
+
+
+def own_loop(cfg: RLAgentConfig, method: str) -> str | None:
+    """What trains with reinagent's own loop, which cannot resume ("async mode", "method 'sft'",
+    "trainer 'reinagent'"); None for TRL's trainer, which resumes from its checkpoints."""
+    if uses_trl(cfg, method):
+        return None
+    return "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
+
+
+def check_output_dir(out: Path, overwrite: bool, own: str | None) -> None:
+    """Before the policy loads (29 s for the embedded model): whether training may write `out`.
+    A training run there is resumed (TRL's trainer; `own`: what trains with our loop instead)
+    unless `overwrite`; files no reinagent command wrote are never trained over without
+    `overwrite`; the run directories of `rl run` stay beside the training run."""
+    held = (out / "rollouts" / "spec.json").is_file()
+    if overwrite:
+        return
+    if held:
+        if own is not None:
+            raise ConfigError(f"output_dir {out} holds a training run; {own} trains with reinagent's own loop, "
+                              "which cannot resume: choose another output_dir, or set overwrite = true to start "
+                              "again (only trainer = \"trl\" resumes)")
+        return  # resumed (TRL's checkpoints), whatever else lies beside it
+    foreign = _foreign(out)
+    if foreign:
+        raise ConfigError(f"output_dir {out} holds files `rl train` did not write ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); choose another output_dir or set overwrite = true")
+    if any((out / name).exists() for name in TRAIN_ENTRIES - {SCRATCH}):  # a killed run's scratch is not a run
+        raise ConfigError(f"output_dir {out} holds a training run's files but no rollouts/spec.json to resume from; "
+                          "choose another output_dir or set overwrite = true to start again")
+
+
+def prepare_output(out: Path, overwrite: bool) -> None:
+    """`out` ready for a new training run: what training wrote before is removed under
+    `overwrite` (so are files no reinagent command wrote); `rl run`'s run directories are kept."""
+    check_output_dir(out, overwrite, own="this")
+    if out.is_dir() and overwrite:
+        foreign = set(_foreign(out))
+        for path in out.iterdir():
+            if path.name in TRAIN_ENTRIES or path.name in foreign:
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -191,19 +254,13 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     from reinagent.rl.ov_rollout import OpenVINORollouts, check_engine
 
     check_engine(cfg.rollout_engine, "trl" if trl else "reinagent", method)
-    if cfg.rollout_engine == "openvino":
-        rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers)
     rank = current_rank()
     own = rank.own_dir(out)
     steps = plan_steps(cfg, len(tasks), num_epochs, batch_size, max_steps)
     settings = run_settings(cfg, method, steps, learning_rate, batch_size)
     resume, resume_step = None, None
     if not cfg.overwrite and (own / "rollouts" / "spec.json").is_file():
-        if not trl:
-            mode = "async mode" if cfg.async_mode else f"method {method!r}" if method != "grpo" else "trainer 'reinagent'"
-            raise ConfigError(f"output_dir {out} holds a training run; {mode} trains with reinagent's own loop, "
-                              "which cannot resume: choose another output_dir, or set overwrite = true to start "
-                              "again (only trainer = \"trl\" resumes)")
+        check_output_dir(own, False, own_loop(cfg, method))
         from reinagent.rl.trl_grpo import last_checkpoint
 
         check_resume(own, settings)
@@ -222,6 +279,9 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
               f"continues at step {resume_step + 1}" if resume else
               f"{out} holds a training run stopped before its first checkpoint (every save_steps = "
               f"{cfg.save_steps} steps): starting again at step 1", file=sys.stderr, flush=True)
+    scratch = scratch_dir(own)
+    if cfg.rollout_engine == "openvino":
+        rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers, workdir=scratch / "openvino")
     log = RolloutLog(own / "rollouts", run_config, tasks, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(own / METRICS), rollouts=str(own / "rollouts"), method=method,
@@ -257,7 +317,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
 
                 train_trl(model, tokenizer, rollout, tasks, cfg, out, learning_rate=learning_rate,
                           batch_size=batch_size, steps=steps, log=log, metrics=metrics, on_row=note, resume=resume,
-                          method=method, rank=rank.index)
+                          method=method, rank=rank.index, scratch_root=scratch)
             else:
                 batches = task_batches(tasks, batch_size, steps, cfg.seed)
                 ref = None
@@ -287,6 +347,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
         if rollout.engine is not None:
             rollout.engine.close()
             rollout.engine = None
+        shutil.rmtree(scratch, ignore_errors=True)
     summary.checkpoint = str(out / "checkpoint")
     if rank.main:  # every rank holds the same weights (gradients are all-reduced); one writes them
         save_checkpoint(model, tokenizer, out / "checkpoint", {"config": cfg.model_dump(mode="json"), **asdict(summary)})

@@ -195,8 +195,9 @@ def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
 
 def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
               *, learning_rate: float, batch_size: int, steps: int, log: Any, metrics: Any, on_row: Any,
-              resume: Path | None, method: str = "grpo", rank: int = 0) -> None:
-    """Run TRL's GRPOTrainer for `steps` optimiser steps (from `resume` when given)."""
+              resume: Path | None, method: str = "grpo", rank: int = 0, scratch_root: Path | None = None) -> None:
+    """Run TRL's GRPOTrainer for `steps` optimiser steps (from `resume` when given); temporary
+    copies go under `scratch_root` (the output directory's scratch folder)."""
     import torch
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is marked experimental
@@ -217,7 +218,7 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
     name_or_path, scratch = getattr(model.config, "_name_or_path", ""), None
     if cfg.kl_coef > 0 and not Path(str(name_or_path or "")).is_dir():
         # TRL needs a path to build its reference from; its weights are replaced by the policy's below
-        scratch = tempfile.TemporaryDirectory(prefix="reinagent-ref-")
+        scratch = tempfile.TemporaryDirectory(prefix="reference-", dir=scratch_root)  # not /tmp: see loop.scratch_dir
         model.save_pretrained(scratch.name)
         model.config._name_or_path = scratch.name
     start_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if cfg.kl_coef > 0 else {}

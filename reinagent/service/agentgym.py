@@ -44,6 +44,12 @@ from reinagent.service.sessions import Ended, Full, Invalid, NotFound, SessionTa
 from reinagent.service.shutdown import AnswerWhenStopped
 
 PROTOCOLS = ("reinagent", "agentgym")
+# AgentGym's SearchQA-style clients (the "env_idx" family) send {"env_idx": ENV, "id": TASK}: read as
+# our "id" family, their reset(i) reset *another client's* env number i and answered 200 (issue 45).
+# Any env_idx is refused, naming the clients this server does speak.
+OTHER_FAMILY = ("'env_idx' is the field of AgentGym's SearchQA-style clients, which this server does not speak "
+                "(there 'id' names a task, here an env); it serves the \"id\" family's clients: WebShop, "
+                "SciWorld, BabyAI, TextCraft, ALFWorld ({\"id\": ENV, \"data_idx\": TASK}; docs/env-protocol.md)")
 _INT_ID = re.compile(r"-?[0-9]{1,18}")  # an id as a string ("3"): ASCII digits only ("²" is a digit to str.isdigit)
 
 
@@ -80,6 +86,8 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
             raise BadJson(f"invalid JSON: {str(err)[:200] or type(err).__name__}") from None
         if not isinstance(data, dict):
             raise Invalid(f"the body must be a JSON object, got {type(data).__name__}")
+        if "env_idx" in data:
+            raise Invalid(OTHER_FAMILY)
         return data
 
     def slot_of(raw: Any) -> tuple[int, _Slot]:
@@ -164,6 +172,8 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
                 "available_actions": _actions(info), "info": plain(info)}
 
     async def observation(request: Request) -> dict[str, Any]:
+        if "env_idx" in request.query_params:
+            raise Invalid(OTHER_FAMILY)
         _, slot = slot_of(request.query_params.get("id"))
         return {"observation": slot.observation, "reward": slot.reward, "score": slot.score, "done": slot.done}
 

@@ -34,6 +34,7 @@ from reinagent.report.tables import (
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 
 HERE = Path(__file__).resolve().parent
+MAX_COMPARED = 50  # runs on one comparison page or plot: its curves are unreadable well before this
 MAX_TEXT = 20_000  # one runaway observation must not make a page unusable
 
 
@@ -135,8 +136,17 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
                     usage_table=table_html(usage_table(s), "usage"), timing=concurrency_line(s),
                     errors_table=table_html(errors, "errors") if errors[1] else "", title=run_id)
 
+    def compared(run: list[str]) -> list[str]:
+        """The runs a comparison names, each once: a name repeated 6,000 times cost 40 s of CPU
+        per plot (issue 45); more than MAX_COMPARED runs is a 400, not minutes of work."""
+        run = list(dict.fromkeys(run))
+        if len(run) > MAX_COMPARED:
+            raise HTTPException(400, f"{len(run)} runs named; compare at most {MAX_COMPARED} at once")
+        return run
+
     @app.get("/compare", response_class=HTMLResponse)
     def compare(request: Request, run: list[str] = Query(default=[])):
+        run = compared(run)
         if len(run) < 2:
             raise HTTPException(400, "pick two or more runs to compare (tick them in the list)")
         infos = [info(r) for r in run]
@@ -148,7 +158,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
     def compare_plot(run: list[str] = Query(default=[])) -> Response:
         from reinagent.report.plots import figure_png, learning_curve_figure
 
-        summaries = [info(r).summary for r in run]
+        summaries = [info(r).summary for r in compared(run)]
         if not summaries:
             raise HTTPException(400, "no runs given")
         return Response(figure_png(learning_curve_figure(summaries), dpi=90), media_type="image/png",
