@@ -98,6 +98,18 @@ def test_issue_44_reproductions(reply, gold, question, right):
     assert _env_and_evaluate(reply, gold, question) == (float(right), right)
 
 
+@pytest.mark.parametrize(("reply", "gold", "right"), [
+    ("Total = 7 + 5 = 12 apples, plus 3 pears.", "3", False),  # `plus` after a word is still an operator
+    ("She has 5 cats + 3", "3", False),  # a `+` and a space after a word: an operation, not a sign
+    ("Each one costs $5, so the total is $20.", "20", True),  # `one` as a pronoun stays a word
+    ("She needs between 3 and 5 cups.", "5", False),  # a number picked from a list is no answer
+    ("So she needs five thousand two hundred bricks.", "5200", True),
+    ("It costs $1.5k.", "1500", True),
+])
+def test_the_new_readings_keep_their_bounds(reply, gold, right):
+    assert judge(reply, gold).success is right
+
+
 def test_a_set_is_an_answer_recorded_as_written_and_wrong():
     assert read_answer("Finish[0, 5]") == ("0, 5", ())
     env = MathEnv(MathTask(task_id="t", question="Which?", answer="12"), max_steps=1)

@@ -56,8 +56,9 @@ _RUNAWAY = re.compile(r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*
 # an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
 _OPERATION = re.compile(r"[\d.)}]\s*+(?:[-+*×÷^]|\\times|\\cdot|\\div)[-(\\{\s]*[\d.(\\{]")
 # a number that is the right operand of an operation: `0 + 3`'s 3, unless a result follows it
-# (`plus` and `minus` between numbers are `+` and `-` by then: math_words.spelled)
-_OPERAND = re.compile(r"[\d)]\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|\btimes)[-(\s]*+$", re.I)
+# (`plus` is `+` by then, math_words.spelled; after a word too: the 3 of `12 apples, plus 3 pears`
+# is no answer)
+_OPERAND = re.compile(r"[\w)]\s*+,?\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|\btimes)[-(\s]*+$", re.I)
 _RESULT_AFTER = re.compile(r"\s*+(?:\)\s*+)?(?:=|is\b|equals\b)", re.I)
 # ... or the left operand of one: `0-4=`'s 0
 _OPERATOR_AFTER = re.compile(r"\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|times\b)[-(\s]*+\d", re.I)

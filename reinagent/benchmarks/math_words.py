@@ -87,13 +87,17 @@ def _magnitude(match: re.Match) -> str:
 
 
 def _sign(match: re.Match) -> str:
-    before, gap, symbol, word, _ = match.groups()
-    before = before or ""
+    before, gap, symbol, word, after = match.groups()
+    before, word = before or "", (word or "").lower()
+    if word == "negative":
+        return f"{before}{gap}-"
+    operator = symbol or WORD_OPERATORS.get(word)
+    if operator is None:  # a word not read as an operator
+        return match.group(0)
     if before and before in _OPERAND_END:  # an operator: `7 minus 2` is `7 - 2`; `5 - 3` stays as written
-        operator = WORD_OPERATORS.get(word.lower()) if word else None
-        return f"{before}{gap}{operator} " if operator else match.group(0)
-    if symbol == "+" or (word or "").lower() == "plus":  # `+12` is 12
-        return before + gap
+        return f"{before}{gap}{operator} " if word else match.group(0)
+    if operator == "+":  # `+12` is 12; `apples, plus 3` and `cats + 3` are operations
+        return before + gap if symbol and not after else f"{before}{gap}+ "
     return f"{before}{gap}-"  # `- 3`, `minus 3`, `negative 3` are -3
 
 
