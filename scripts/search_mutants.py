@@ -129,6 +129,21 @@ MUTANTS = {
         "", ("tests/test_reference.py", "-k", "preset")),
 }
 
+# --- the math judge (issue 44): each mutant is one line of reinagent/benchmarks/math_*.py; the
+# held-out replies (tests/test_math_heldout.py) and the issue's reproductions must kill it
+MATH_JUDGE = ("tests/test_math_heldout.py", "-k", "heldout_reply_is_judged or reproductions")
+MUTANTS.update({
+    "math-plus-not-an-operator": Mutant("reinagent/benchmarks/math_words.py",
+                                        'WORD_OPERATORS = {"plus": "+", "minus": "-"}', 'WORD_OPERATORS = {"minus": "-"}',
+                                        MATH_JUDGE),
+    "math-first-self-correction": Mutant("reinagent/benchmarks/math_text.py",
+                                         "for i in range(len(marks) - 1, -1, -1):", "for i in range(len(marks)):",
+                                         MATH_JUDGE),
+    "math-first-hash-line": Mutant("reinagent/benchmarks/math_judge.py",
+                                   "for place in (hashed[-1] if hashed else None,",
+                                   "for place in (hashed[0] if hashed else None,", MATH_JUDGE),
+})
+
 
 def failures(name: str | None, tests: tuple[str, ...]) -> list[str]:
     """The tests that fail on a scratch copy with mutant `name` applied (None: unmutated)."""

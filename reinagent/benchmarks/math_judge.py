@@ -1,22 +1,32 @@
 """The math judge of GSM8K and arithmetic: HuggingFace's math-verify compares a reply with the gold.
 
 What is read, in order:
-1. the reply is cleaned (reinagent/benchmarks/math_text.py): markdown bold, backticks, quotes,
-   the Unicode minus, `(-3)`, mixed numbers, scientific notation and `1500!` become plain numbers;
+1. the reply is cleaned (reinagent/benchmarks/math_text.py, math_words.py): markdown bold,
+   backticks, quotes, `\\$`, the Unicode minus, a sign followed by a space (`- 3`, `minus 3`), a
+   leading plus, number words (`twelve`), magnitudes (`18 thousand`, `18k`), no-break-space
+   thousands, `(-3)`, mixed numbers, scientific notation and `1500!` become plain numbers; a denied
+   number (`not 12, but 13`) is removed; `plus` and `minus` between numbers become operators;
 2. the answer's place: the text inside the last `Finish[...]` (ours: math-verify does not know it),
-   else inside the last `<answer>...</answer>`, else GSM8K's `#### N` line, else the last
-   self-correction that states a number (`The answer is 17. Wait, actually 18` is 18), else the
-   whole reply;
-3. a restatement of the question (its words, or its operation left unevaluated: `0 + 3`,
-   `What is 0 + 3?`) is removed when the question is known; math-verify then picks the answer
-   (`\\boxed{}`, "the answer is", the last expression) and compares values with the gold;
-4. the answer must be a stated number: an operation left for the reader (`12 - 16`, `2^3`), or a
-   number that is the last operand of one (`What is 0 + 3?` without the question), is no answer.
-   math-verify alone would evaluate the first and read the second as 3, so echoing an arithmetic
-   question would earn the reward. Fractions, percentages, signs and powers of ten are numbers.
+   else inside the last `<answer>...</answer>`, else GSM8K's last `#### N` line, else nothing when
+   the reply retracts its answer and states no number after (`The answer is 12. Wait, no.`), else
+   the last self-correction that states a number (`The answer is 17. Wait, actually 18` is 18),
+   else the whole reply;
+3. a restatement of the question (its words, its operation left unevaluated: `0 + 3`, `What is
+   0 + 3?`, or its operands listed: `The sum of 0 and 3.`) is removed when the question is known;
+   math-verify then picks the answer (`\\boxed{}`, "the answer is", the last expression) and
+   compares values with the gold; an equation picked whole (`$6 \\times 6 = 36$`) answers with its
+   right-hand side;
+4. the answer must be one stated number: an operation left for the reader (`12 - 16`, `2^3`), a
+   number that is an operand of one (`What is 0 + 3?` without the question), or a multiple of pi,
+   of i or of a root (`18\\pi`, `18i`) is no answer; several values (`\\boxed{\\{11, 12\\}}`,
+   `Finish[0, 5]`, `14 or 15`) are an answer, recorded as written, and never right. math-verify alone
+   would evaluate the first and read the second as 3, so echoing an arithmetic question would earn
+   the reward. Fractions, percentages, signs and powers of ten are numbers.
 
 The agreement with hand labels and with math-verify alone is in docs/math-judge.md
-(`python -m tests.math_battery` prints it; tests/test_math_judge.py asserts it).
+(`python -m tests.math_battery` and, on replies the judge was not built with, `python -m
+tests.math_heldout` print it; tests/test_math_judge.py and tests/test_math_heldout.py assert it).
+Every pattern reads a reply in time linear in its length (tests/test_math_heldout.py).
 
 math-verify bounds its own work with `signal.alarm`, which works only on the main thread and would
 cancel pytest-timeout's alarm; we turn it off and bound the work ourselves instead: a reply with an
@@ -32,25 +42,34 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from reinagent.benchmarks.math_text import clean, correction, without_restatements
+from reinagent.benchmarks.math_text import clean, correction, retracted, without_restatements
 
-_FINISH_WORD = re.compile("finish", re.I)  # finish_text: `finish\s*\[([^\]]*)\]` in linear time
-_OPEN_BRACKET = re.compile(r"\s*+\[")
-_ANSWER_TAG = re.compile(r"<answer>(?P<arg>.*?)(?:</answer>|$)", re.I | re.S)
-_HASHES = re.compile(r"####[ \t]*([^\n]*)")  # GSM8K's own answer line
+# Every pattern here scans a reply once (issue 44: a 100 KB reply is judged in time linear in its
+# size): Finish[...] and <answer> are found by their last opening, never by a scan from each one
+# to a closing that may not come; no two unbounded runs of the same characters stand side by side.
+_FINISH_OPEN = re.compile(r"finish\s*+\[", re.I)
+_TAG_OPEN, _TAG_CLOSE = re.compile(r"<answer>", re.I), re.compile(r"</answer>", re.I)
+_HASHES = re.compile(r"####[ \t]*+([^\n]*)")  # GSM8K's own answer line; the last one counts
 # what sympy would evaluate for minutes: 9^9^9, 10**10**10, 2^{123456}, (99999 + 1)! (a `!` right
 # after a number is an exclamation mark: math_text.clean drops it)
 _RUNAWAY = re.compile(r"(\*\*|\^)[\s{(]*[-\d.]+[\s})]*(\*\*|\^)|(\*\*|\^)[\s{(]*\d{5,}|[)}]\s*!(?!=)")
 # an operation between two numbers (a fraction a/b, a percentage and a leading sign are numbers)
-# (Possessive `*+` throughout, issue 45: adjacent `\s*[-(]*\s*` would retry every split of a long
-# run of spaces. `[-(\\{]*\s*[\d.(\\{]` also matched a `(`, `\` or `{` inside the run: the second
-# branch says so without giving back.)
-_OPERATION = re.compile(r"[\d.)}]\s*+(?:[-+*×÷^]|\\times|\\cdot|\\div)\s*+(?:[-(\\{]*+\s*+[\d.(\\{]|-*+[(\\{])")
+_OPERATION = re.compile(r"[\d.)}]\s*+(?:[-+*×÷^]|\\times|\\cdot|\\div)[-(\\{\s]*[\d.(\\{]")
 # a number that is the right operand of an operation: `0 + 3`'s 3, unless a result follows it
-_OPERAND = re.compile(r"[\d)]\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|\bplus|\bminus|\btimes)\s*+[-(]*+\s*+$", re.I)
-_RESULT_AFTER = re.compile(r"\s*+\)?+\s*+(?:=|is\b|equals\b)", re.I)
+# (`plus` is `+` by then, math_words.spelled; after a word too: the 3 of `12 apples, plus 3 pears`
+# is no answer)
+_OPERAND = re.compile(r"[\w)]\s*+,?\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|\btimes)[-(\s]*+$", re.I)
+_RESULT_AFTER = re.compile(r"\s*+(?:\)\s*+)?(?:=|is\b|equals\b)", re.I)
 # ... or the left operand of one: `0-4=`'s 0
-_OPERATOR_AFTER = re.compile(r"\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|plus\b|minus\b|times\b)\s*+[-(]*+\s*+\d", re.I)
+_OPERATOR_AFTER = re.compile(r"\s*+(?:[-+*×÷^/]|\\times|\\cdot|\\div|times\b)[-(\s]*+\d", re.I)
+# ... or a multiple of pi, of i or of a root: `18\pi`, `18π`, `18i`, `18\sqrt{2}` are not 18
+_MULTIPLE_AFTER = re.compile(r"i\b|\s*+(?:\\pi\b|π|\\sqrt|\\cdot\s*+\\pi\b)")
+# an answer of several values: `0, 5`, `14 or 15`, `0 and 5` (a set is found by its parse)
+_LIST = r"(?:[ \t]*+,[ \t]++|[ \t]++(?:or|and)[ \t]++)"
+_SEVERAL = re.compile(rf"\d{_LIST}-?\$?\d", re.I)
+# ... and a number picked from such a list is no answer: `between 3 and 5`, `14 or 15`
+_LISTED_BEFORE, _LISTED_AFTER = re.compile(rf"\d{_LIST}-?\$?$", re.I), re.compile(rf"{_LIST}-?\$?\d", re.I)
+_SETS = {"FiniteSet", "Tuple", "Interval", "Union", "list", "tuple"}
 MAX_CHARS = 20_000  # a reply past this is judged on its last MAX_CHARS characters
 
 
@@ -62,26 +81,27 @@ class Verdict:
 
 
 def finish_text(reply: str | None) -> str | None:
-    r"""The text inside the reply's last `Finish[...]`, or None when it has none: what the last
-    match of `finish\s*\[([^\]]*)\]` (left to right, not overlapping) holds, found in one pass.
-    The pattern itself rescans the rest of the reply at every `finish[` that is never closed
-    (200 KB of them: 32 s); here one `]` search answers for every later `finish[` too."""
-    text, at, last = reply or "", 0, None
-    while (word := _FINISH_WORD.search(text, at)) is not None:
-        opened = _OPEN_BRACKET.match(text, word.end())
-        if opened is None:
-            at = word.start() + 1
-            continue
-        close = text.find("]", opened.end())
-        if close == -1:  # no `]` anywhere after: no later `finish[` can close either
+    """The text inside the reply's last `Finish[...]`, or None when it has none."""
+    reply = reply or ""
+    close = reply.rfind("]")
+    opening = None
+    for found in _FINISH_OPEN.finditer(reply):
+        if found.end() > close:
             break
-        last, at = text[opened.end():close], close + 1
-    return last.strip() if last is not None else None
+        opening = found
+    if opening is None:
+        return None
+    return reply[opening.end():reply.index("]", opening.end())].strip()
 
 
 def _tagged(text: str) -> str | None:
-    found = list(_ANSWER_TAG.finditer(text))
-    return found[-1].group("arg").strip() if found else None
+    opening = None
+    for opening in _TAG_OPEN.finditer(text):
+        pass
+    if opening is None:
+        return None
+    closing = _TAG_CLOSE.search(text, opening.end())
+    return text[opening.end():closing.start() if closing else len(text)].strip()
 
 
 @lru_cache(maxsize=1)
@@ -115,38 +135,66 @@ def _unevaluated(text: str, parsed: tuple) -> bool:
     if not found or not re.fullmatch(r"-?\d+(?:\.\d+)?", picked):
         return False
     where = found[-1]
-    if _OPERATOR_AFTER.match(text, where.end()):
+    if any(p.match(text, where.end()) for p in (_OPERATOR_AFTER, _MULTIPLE_AFTER, _LISTED_AFTER)):
+        return True
+    if _LISTED_BEFORE.search(text, 0, where.start()):
         return True
     return bool(_OPERAND.search(text[:where.start()])) and not _RESULT_AFTER.match(text, where.end())
 
 
-def _read(text: str, question: str | None) -> tuple[tuple, bool]:
-    """(math-verify's parse of the answer in `text`, whether a number was refused as unevaluated)."""
+def _equation_result(parsed: tuple) -> tuple:
+    """An equation picked whole (`$6 \\times 6 = 36$`, `\\[ 389 + 768 = 1157 \\]`) answers with its
+    right-hand side, read again: math-verify keeps the equation, which is no number."""
+    if len(parsed) < 2 or not getattr(parsed[0], "is_Relational", False) or "=" not in str(parsed[-1]):
+        return parsed
+    return _parse(str(parsed[-1]).rsplit("=", 1)[1]) or parsed
+
+
+def _several(parsed: tuple) -> bool:
+    return type(parsed[0]).__name__ in _SETS
+
+
+def _read(text: str, question: str | None) -> tuple[tuple, str | None]:
+    """(math-verify's parse of the answer in `text`, why a number found was refused: "unevaluated"
+    for an operation or an operand of one, the set as written for a set of values; None if not refused)."""
     kept = without_restatements(text, question)
-    parsed = _parse(kept)
+    parsed = _equation_result(_parse(kept))
+    if parsed and _several(parsed):
+        return (), str(parsed[-1])
     if parsed and _unevaluated(kept, parsed):
-        return (), True
-    return parsed, not parsed and kept != text and bool(_parse(text))
+        return (), "unevaluated"
+    return parsed, "unevaluated" if not parsed and kept != text and bool(_parse(text)) else None
 
 
 def read_answer(reply: str | None, question: str | None = None) -> tuple[str | None, tuple]:
     """(the answer as written, math-verify's parse of it); (None, ()) when the reply gives none.
-    With `question`, a restatement of it is not an answer (see the module docstring)."""
+    With `question`, a restatement of it is not an answer (see the module docstring). A set of
+    values (`\\boxed{\\{11, 12\\}}`, `Finish[0, 5]`) is an answer, recorded as written, and never
+    right: the parse is then ()."""
     if not reply:
         return None, ()
     inside = finish_text(reply)
     if inside is None:
         inside = _tagged(reply)
     if inside is not None:
-        parsed, refused = _read(clean(inside[-MAX_CHARS:]), question)
+        text = clean(inside[-MAX_CHARS:])
+        if _SEVERAL.search(text):
+            return inside, ()
+        parsed, refused = _read(text, question)
         # a submitted expression is recorded as submitted, and judged wrong
         return (inside, parsed) if parsed or refused else (None, ())
     text = clean(reply[-MAX_CHARS:])
     hashed = _HASHES.findall(text)
+    if not hashed and retracted(text):
+        return None, ()
     for place in (hashed[-1] if hashed else None, correction(text), text):
-        parsed = _read(place, question)[0] if place is not None else ()
+        if place is None:
+            continue
+        parsed, refused = _read(place, question)
         if parsed:
             return str(parsed[-1]), parsed
+        if refused not in (None, "unevaluated"):  # a set: an answer, and wrong
+            return refused, ()
     return None, ()
 
 

@@ -17,9 +17,18 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from reinagent.benchmarks.math_words import spelled
+
 MAX_EXPONENT = 100  # 10^k past this is left as written (and math_judge's guard refuses a tower)
 
-_MINUS = re.compile(r"[\u2212\ufe63\uff0d]|(?:^|(?<=[\s(=\[{:]))[\u2012\u2013\u2014](?=\$?\d)", re.M)
+_MINUS = re.compile(r"[\u2212\ufe63\uff0d]|(?:^|(?<=[\s(=\[{:]))[\u2012\u2013\u2014](?=[ \t]?\$?\d)", re.M)
+# runs of blank space carry no meaning for a number, and math-verify's own patterns take time
+# quadratic in their length (a 19,000-space gap: 60-120 s); they become one space or one blank line
+_BLANKS, _BLANK_LINES = re.compile(r"[^\S\n]++"), re.compile(r"\n(?:[^\S\n]*+\n)++")
+# thousands separated by a no-break, narrow no-break or thin space: `1 234 567`
+_SPACED_THOUSANDS = re.compile(r"(?<=\d)[\u00a0\u202f\u2009](?=\d{3}(?!\d))")
+# a number denied is not the answer: `The answer is not 12, but 13.`, `18, not 17`, `It isn't 12; it's 13`
+_DENIED = re.compile(r"\b(?:not|isn['’]t|wasn['’]t)[ \t]+-?\$?\d[\d,]*(?:\.\d+)?(?:[ \t]*+[,;:]?[ \t]*+but\b)?", re.I)
 # markdown emphasis: 1-3 stars around text that neither starts nor ends with a space, not glued
 # to an operand on the left (`2**3**2` is a power, `**18**` is bold)
 _EMPHASIS = re.compile(r"(?<![\w)\]}*])(\*{1,3})(?=[^\s*])([^*\n]+?)(?<=[^\s*])\1(?!\*)")
@@ -29,7 +38,7 @@ _NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?%?"
 _QUOTED = re.compile(rf"[\"'“”‘’«»]\s*({_NUMBER})\s*[\"'“”‘’«»]")
 _PARENTHESISED = re.compile(rf"(?<![\w)\]}}^])\(\s*({_NUMBER})\s*\)")
 # an aside after a number, `18 (9 eggs × $2)`: math-verify reads `18 (9` as 18 * 9
-_ASIDE = re.compile(r"(?<=\d)[ \t]*\([^()\n]*[A-Za-z][^()\n]*\)")
+_ASIDE = re.compile(r"(?<=\d)[ \t]*+\((?=[^()\n]*?[A-Za-z])[^()\n]*+\)")  # a letter inside; one scan
 _MIXED = re.compile(r"(?<![\d.,/])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d/]|\.\d)")
 _BANG = re.compile(r"(?<=\d)\s*!(?!=)")
 # `^3`, `**3`, `^{3}`, `^(3)`; not the first step of a tower (`10^3^2`)
@@ -44,14 +53,20 @@ _CORRECTION = re.compile(
     r"let me (?:re-?check|re-?calculate|recompute|redo|correct)|i made an? (?:mistake|error))\b|\bno\s*[,.!:;]",
     re.I)
 _FILLER = re.compile(
-    r"^(?:[\s,.:;!\-]|\b(?:no|wait|actually|sorry|oops|so|ok|okay|hmm|it'?s|it is|that'?s|that is|rather|"
+    r"^(?:[\s,.:;!\-]|\b(?:no|wait|actually|sorry|oops|so|ok|okay|hmm|it['’]?s|it is|that['’]?s|that is|rather|"
     r"instead|make that|should be|i meant?|the (?:correct |right |real |final )?answer (?:is|should be))\b)*", re.I)
+# a retraction: when nothing stated follows it, the reply has withdrawn its answer (`The answer is
+# 12. Wait, no.`); `Actually I used 3 bags` is no retraction
+_RETRACTION = re.compile(
+    r"\bno\b[ \t]*+[.!]|\b(?:that|this|it)(?:['’]s|[ \t]+is|[ \t]+was)[ \t]+(?:wrong|incorrect|not[ \t]+(?:right|correct))\b"
+    r"|\bi made an? (?:mistake|error)\b|\bscratch that\b", re.I)
 _STATED = re.compile(r"^(?:-?\$?\d|\\boxed|\\frac|\\dfrac)")
 _CUE = re.compile(r"\banswer\b|\\boxed|####|\bfinish\s*\[", re.I)
 
 # the operation of an arithmetic question, and how a reply may spell each operator
 _QUESTION_EXPR = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:\s*[-+*×÷^/]\s*-?\d+(?:\.\d+)?)+")
-_SPELLINGS = {"+": r"(?:\+|plus)", "-": r"(?:-|minus)", "*": r"(?:\*|×|x|\\times|\\cdot|times)",
+# (`plus` and `minus` between numbers are symbols already: math_words.spelled)
+_SPELLINGS = {"+": r"\+", "-": r"-", "*": r"(?:\*|×|x|\\times|\\cdot|times)",
               "×": r"(?:\*|×|x|\\times|\\cdot|times)", "÷": r"(?:÷|/|\\div|divided by)",
               "/": r"(?:/|÷|\\div|divided by)", "^": r"(?:\^|\*\*)"}
 
@@ -82,7 +97,12 @@ def _mixed(match: re.Match) -> str:
 
 def clean(text: str) -> str:
     """`text` with each number written as math-verify reads it (see the module docstring)."""
-    text = _MINUS.sub("-", text).replace("`", "")
+    # `\$91` is a dollar sign escaped for LaTeX: math-verify reads `\$91` as no number (and `$`
+    # would open math mode), so the escaped sign goes
+    text = _SPACED_THOUSANDS.sub(",", text.replace("\\$", ""))
+    text = _BLANKS.sub(" ", _BLANK_LINES.sub("\n\n", text))
+    text = spelled(_MINUS.sub("-", text)).replace("`", "")
+    text = _DENIED.sub(" ", text)
     for _ in range(3):  # nested emphasis: ***18***, **_18_**
         text = _UNDERLINE.sub(r"\2", _EMPHASIS.sub(r"\2", text))
     text = _LATEX_BOLD.sub(r"\1", text)
@@ -107,22 +127,27 @@ def correction(text: str) -> str | None:
     return None
 
 
+def retracted(text: str) -> bool:
+    """Whether the reply withdraws its answer and states no number after (`The answer is 12. Wait, no.`)."""
+    last = None
+    for last in _RETRACTION.finditer(text):
+        pass
+    return last is not None and not any(c.isdigit() for c in text[last.end():])
+
+
 def _operation_pattern(expression: str) -> str:
     parts = re.findall(r"\d+(?:\.\d+)?|[-+*×÷^/]", expression)
     pattern, previous_number = [], False
     for part in parts:
         if part[0].isdigit():
-            pattern.append(r"\(?+\s*+" + re.escape(part) + r"\s*+\)?+")
+            pattern.append(r"(?:\(\s*)?" + re.escape(part) + r"(?:\s*\))?")
             previous_number = True
         elif part == "-" and not previous_number:  # a sign, as in `3 - -4`
             pattern.append("-")
         else:
             pattern.append(_SPELLINGS[part])
             previous_number = False
-    # Linear (issue 45): possessive, and never starting on whitespace; else every position of a long
-    # run of spaces rescanned the rest of it (20,000 spaces: 4 s). A match that began on spaces
-    # before the operation now begins at it: the spaces stay, which math-verify reads the same.
-    return r"(?<![\w.])(?!\s)" + r"\s*+".join(pattern) + r"(?![\d.])"
+    return r"(?<![\w.])" + r"\s*".join(pattern) + r"(?![\d.])"
 
 
 def without_restatements(text: str, question: str | None) -> str:
@@ -131,11 +156,15 @@ def without_restatements(text: str, question: str | None) -> str:
     result."""
     if not question or not question.strip():
         return text
-    words = question.split()
+    words = clean(question).split()  # cleaned as the reply was: `twenty` is 20 in both
     text = re.sub(r"\s+".join(map(re.escape, words)), " ", text, flags=re.I)
     for expression in _QUESTION_EXPR.findall(clean(question)):
         if not re.search(r"[-+*×÷^]", expression[1:]):
             continue  # a fraction such as 3/4 is a number, not the question's operation
         # `0 + 3 = 3` keeps `= 3`, which math-verify reads as 3
         text = re.sub(_operation_pattern(expression), " ", text, flags=re.I)
+        operands = re.findall(r"\d+(?:\.\d+)?", expression)
+        if len(operands) == 2:  # the operands listed: `The sum of 0 and 5.`, `Finish[0, 5]`
+            a, b = map(re.escape, operands)
+            text = re.sub(rf"(?<![\w.]){a}(?:[ \t]*+,[ \t]*+|[ \t]+and[ \t]+){b}(?![\d.])", " ", text, flags=re.I)
     return text
