@@ -183,6 +183,28 @@ def test_through_an_env_server_the_loop_decides_on_the_internal_result(tmp_path,
     assert server.sessions() == 0
 
 
+@pytest.mark.parametrize("rollout", ["mcts", "tot"])
+def test_a_served_env_search_scores_nodes_by_their_own_tests_not_the_hidden_verdict(
+        tmp_path, script, server_factory, rollout):  # noqa: F811
+    """A right program with a wrong own test is a failure node locally: through `serve-env` (whose
+    judged env rewards the hidden verdict) it must be the same failure, not "solved" (issue 44 §1)."""
+    rules = [{"when": REFLECT, "reply": "Reflection: try again."}, {"when": TESTS_PROMPT, "reply": WRONG_TEST},
+             {"when": IMPLEMENT, "reply": RIGHT}]
+    search = ["--rollout", rollout, "--value-samples", "1", "--tot-depth", "1"] + (
+        ["--mcts-iterations", "1", "--mcts-children", "1"] if rollout == "mcts"
+        else ["--tot-breadth", "1", "--tot-keep", "1"])
+    server = server_factory("--benchmark", "humaneval")
+    seen = {}
+    for where, extra in (("local", []), ("remote", ["--env-url", server.url])):
+        _, records = _run(tmp_path, where, script(rules, default="no"), *search, *extra, trials=2)
+        seen[where] = records
+        first = records[0]
+        assert len(records) == 2 and first.internal_passed is False  # its own (wrong) test failed it
+        assert first.trajectory.extra["internal_pass_rate"] == 0.0
+        assert first.evaluation["benchmark_evaluations"] == 0  # no hidden verdict while trials are left
+    assert [r.internal_passed for r in seen["local"]] == [r.internal_passed for r in seen["remote"]]
+
+
 def test_an_evaluator_for_a_benchmark_without_internal_tests_is_one_line(tmp_path):
     proc = run_cli("run", "--benchmark", "hotpotqa", "--evaluator", "hidden", "--num-envs", "1",
                    "--run-dir", str(tmp_path / "r"))

@@ -273,6 +273,8 @@ class CoderStepper(Stepper):
 
         code = extract_code(output, self.task.entry_point)
         feedback, reward, _, _, info = await astep(env, code)
+        # a judged env (`serve-env`) rewards the hidden verdict: the node's score is its own tests'
+        reward = info.get("internal_reward", reward)
         ok = info["syntax_error"] is None
         step = Step(prompt_len=0, output=output, action=code, observation=feedback, valid_action=ok)
         extra = {**state.extra, "implementation": code, "feedback": feedback, "internal_pass_rate": reward,
