@@ -276,13 +276,18 @@ def test_reflect_demo_closing_lines(tmp_path):
 
     runs("base", {"t0"}, {"t1"}, first_solved={"t9"})  # B: 1 of its 9 failures
     runs("grpo", {"t0", "t1"}, {"t0"}, first_solved={"t8", "t9"})
-    runs("reflect", {"t0", "t1", "t2", "t3", "t4", "t5"}, {"t0"}, first_solved={"t9"})
+    # the trained model fails 8 tasks at trial 1, the base model 9: two sets (issue 44 §4)
+    runs("reflect", {"t0", "t1", "t2", "t3", "t4", "t5"}, {"t0", "t1"}, first_solved={"t8", "t9"})
     lines = reflect_demo_lines(tmp_path)
-    assert lines[-2:] == [f"retry success after reflection: 11.1% -> 66.7% on 9 failures, McNemar p = {mcnemar_exact(5, 0):.3g}",
-                          "retry success without reflection (NONE): 11.1% on 9 failures"]
+    assert lines[-2:] == [
+        "retry success after reflection, base -> trained: 11.1% of the base model's 9 failures -> 75.0% of the "
+        f"trained model's 8; on the 8 failures both made 12.5% -> 75.0%, McNemar p = {mcnemar_exact(5, 0):.3g} "
+        "(trained REFLEXION vs base REFLEXION)",
+        "retry success on the trained model's 8 failures: 75.0% after reflection vs 25.0% without (NONE), "
+        f"McNemar p = {mcnemar_exact(4, 0):.3g} (trained REFLEXION vs trained NONE)"]
     assert lines[1].startswith("control, plain GRPO for the same steps: retry success after reflection 25.0% vs "
                                "without (NONE) 12.5% on 8 failures")
-    assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +55.6"
+    assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +50.0"
 
 
 def test_a_flat_group_gives_way_to_a_fresh_failure(tiny, monkeypatch):
