@@ -49,8 +49,13 @@ def test_config_names_the_loss_settings():
     assert all(w in str(err.value) for w in ("reflection", "retry", "both")) and "\n" not in str(err.value)
 
 
-def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
-    """A REFLEXION run (2 trials, a scripted model) and the reflect method build the same prompts."""
+INVALID = "I think the answer is 100 but I am not sure"  # no Action: the trial loop's "(invalid output)"
+
+
+@pytest.mark.parametrize("first_reply", [WRONG_1, INVALID], ids=["wrong", "unparseable"])
+def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path, first_reply):
+    """A REFLEXION run (2 trials, a scripted model) and the reflect method build the same prompts,
+    byte for byte, also for a first attempt that does not parse (issue 44 §7)."""
     import reinagent
     from reinagent.reflector import Reflector
     from reinagent.store import read_records
@@ -61,7 +66,7 @@ def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
     script = tmp_path / "model.yaml"
     script.write_text(json.dumps({"rules": [{"when": "Your failed attempt", "reply": LESSON},
                                             {"when": "lessons you wrote down", "reply": RETRY_WRONG}],
-                                  "default": WRONG_1}))
+                                  "default": first_reply}))
     run_dir = reinagent.run(benchmark="arithmetic", model=f"scripted:{script}", strategy="reflexion", num_trials=2,
                             num_envs=1, run_dir=str(tmp_path / "run"), progress=False)
     first, second = sorted(read_records(run_dir), key=lambda r: r.trial)
@@ -71,10 +76,12 @@ def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
     assert reflect.retry_messages(task, LESSON) == wanted
     assert LESSON in wanted[1]["content"]
     # the reflector's prompt on the same failed attempt, played as a token episode
-    [ep] = reflect.rollout.run(ScriptedPolicy(tokenizer, [WRONG_1]), [task])
+    [ep] = reflect.rollout.run(ScriptedPolicy(tokenizer, [first_reply]), [task])
     runner_prompt = Reflector(None, agent.bench.reflection_examples).prompt(
         agent.agent.render_attempt(task, first.trajectory))
-    assert reflect.reflection_messages(task, ep) == [m.model_dump() for m in runner_prompt]
+    assert json.dumps(reflect.reflection_messages(task, ep)) == json.dumps([m.model_dump() for m in runner_prompt])
+    if first_reply == INVALID:
+        assert f"(invalid output) {INVALID}" in runner_prompt[-1].content
 
 
 def _played(tokenizer, retry_answer: str | None = None, **settings):
