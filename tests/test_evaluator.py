@@ -205,6 +205,53 @@ def test_a_served_env_search_scores_nodes_by_their_own_tests_not_the_hidden_verd
     assert [r.internal_passed for r in seen["local"]] == [r.internal_passed for r in seen["remote"]]
 
 
+@pytest.mark.parametrize("rollout", ["react", "mcts"])
+def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, rollout):
+    """Trial 1's implementation call fails (a model error) after its tests were written; trial 2
+    (the errored trial not retried) and trial 3 (after an errored trial 2) run those tests, and
+    the model is asked for tests once in all (issue 44 §8)."""
+    import asyncio
+
+    from reinagent.config import build_config
+    from reinagent.errors import ModelError
+    from reinagent.experiment import Experiment, resolve
+    from reinagent.llm.scripted import ScriptedLLM
+    from reinagent.memory import EpisodicMemory
+    from reinagent.reflector import Reflector
+    from reinagent.runner import run_episode
+
+    asked = {"tests": 0, "impl": 0}
+
+    class FailingImplementation(ScriptedLLM):
+        async def generate(self, messages, params, *, rollout_id=None):
+            text = "\n".join(m.content for m in messages)
+            if "You write unit tests" in text:
+                asked["tests"] += 1
+            elif IMPLEMENT in text and REFLECT not in text:
+                asked["impl"] += 1
+                if asked["impl"] <= 2:  # trial 1's call, and trial 2's
+                    raise ModelError("server went away")
+            return await super().generate(messages, params, rollout_id=rollout_id)
+
+    llm = FailingImplementation(script(FAKE_PASSES_OWN_TEST, default="no")[len("scripted:"):])
+    search = {"mcts_iterations": 1, "mcts_children": 1, "value_samples": 1, "tot_depth": 1} if rollout == "mcts" else {}
+    cfg = build_config(benchmark="humaneval", agent="coder", rollout=rollout, num_envs=1, num_trials=3, cache=False,
+                       model="scripted:unused", **search)
+    bench, cfg = resolve(cfg)
+    task = bench.load_tasks(cfg.split)[0]
+    store = type("S", (), {"run_dir": tmp_path})()
+    exp = Experiment(cfg, bench, bench.make_agent("coder", cfg), [task], llm, Reflector(llm, bench.reflection_examples),
+                     store)
+    previous, records = None, []
+    for trial in (1, 2, 3):
+        previous = asyncio.run(run_episode(exp, task, trial, EpisodicMemory(window=3), previous))
+        records.append(previous)
+    assert [r.error is not None for r in records] == [True, True, False], [r.error for r in records]
+    assert asked["tests"] == 1
+    assert records[2].trajectory.extra["internal_tests_source"] == "an earlier trial"
+    assert records[2].trajectory.extra["internal_tests"] == [EASY_TEST]
+
+
 def test_an_evaluator_for_a_benchmark_without_internal_tests_is_one_line(tmp_path):
     proc = run_cli("run", "--benchmark", "hotpotqa", "--evaluator", "hidden", "--num-envs", "1",
                    "--run-dir", str(tmp_path / "r"))

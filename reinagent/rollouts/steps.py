@@ -241,6 +241,8 @@ class CoderStepper(Stepper):
             tests, source = self.agent.tests_from(task, completion.text)
             messages = [*self.agent.tests_prompt(task), Message(role="assistant", content=completion.text)]
         self._tests = tests
+        # kept at once: a search that errors after this still hands its tests to the next trial
+        self.episode.actor.trajectory.extra.update(internal_tests=tests, internal_tests_source=source)
         env, self.first_observation, info = await self.branching.start()
         try:
             await self.prepare_env(env)
