@@ -152,6 +152,42 @@ def test_reward_is_the_retry_success_by_the_benchmarks_judge(tiny, monkeypatch):
     assert played.first_failures == 0 and not played.groups[0].pairs
 
 
+class RecordingPolicy(ScriptedPolicy):
+    """A ScriptedPolicy that keeps each generate call's token limit and sampling temperature."""
+
+    def __init__(self, tokenizer, replies):
+        super().__init__(tokenizer, replies)
+        self.asked: list[tuple[int, float]] = []
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **options):
+        self.asked.append((max_new_tokens, options.get("temperature", 0.0) if options.get("do_sample") else 0.0))
+        return super().generate(input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **options)
+
+
+def test_a_reflection_is_cut_at_the_stop_string_cleaned_and_limited_as_the_trial_loop_does(tiny):
+    """What the Reflector would have written in a run: its own token limit (not the answer's), the
+    tokens after the stop string neither kept nor trained, the label stripped before the retry
+    reads it; and the first attempt at the first-trial temperature, the rest at the step's."""
+    from reinagent.rl.reflect import STOP
+
+    _, tokenizer = tiny
+    agent, reflect = _reflect(tokenizer, max_turns=1, reflection_max_tokens=90, max_response_length=40,
+                              first_trial_temperature=0.0)
+    task = agent.bench.load_tasks("test")[0]
+    raw = f"Reflection: {LESSON}{STOP}Question: an invented next task, never read"
+    policy = RecordingPolicy(tokenizer, [WRONG_1, raw, RETRY_WRONG])
+    played = reflect.play(policy, [task], [task], samples=1, temperature=0.7)
+    [pair] = played.groups[0].pairs
+    assert pair.text == LESSON  # cut at the stop string and cleaned, as Reflector.reflect returns it
+    retry_prompt = pair.retry.messages[1]["content"]
+    assert LESSON in retry_prompt and "Reflection: I" not in retry_prompt and "invented" not in retry_prompt
+    trained = _trained_text(tokenizer, pair.reflection)
+    assert "invented" not in trained and LESSON in trained  # the tokens after the stop string are not trained
+    (first_limit, first_t), (reflection_limit, reflection_t), (_, retry_t) = policy.asked
+    assert reflection_limit == 90 and first_limit == 40  # the reflection's own limit, the answer's for answers
+    assert first_t == 0.0 and reflection_t == retry_t == 0.7
+
+
 def test_a_first_attempt_that_succeeds_is_replaced_or_stands_in_untrained(tiny):
     from reinagent.rl.reflect import step_columns, training_rows
 
