@@ -127,7 +127,7 @@ MUTANTS = {
     "preset-without-internal-tests-kept": Mutant(
         "reinagent/reference.py",
         '    Reference("internal_tests_kept", 1, PROGRAMMING,\n'
-        '              "1 internal test kept, picked at random (internal_tests(..., 1))"),\n',
+        '              "1 internal test kept, picked at random (programming_runs/reflexion.py:37, internal_tests(..., 1))"),\n',
         "", ("tests/test_reference.py", "-k", "preset")),
     # issue 44: each line below survived the tests of 862ab4b
     "syntax-error-passes-own-tests": Mutant(
