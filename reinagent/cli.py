@@ -130,6 +130,7 @@ def run_options(fn):
         click.option("--search-temperature", type=float, help="--rollout tot/mcts: sampling temperature of searched steps (default 1.0)."),
         click.option("--search-judge", type=click.Choice(["reward", "value"]), default=None, help="--rollout tot/mcts: what judges a terminal node inside the search: reward (default, the environment's) or value (the model's own evaluation); the returned path is judged by the benchmark."),
         click.option("--search-reflections", type=int, help="--rollout mcts: self-reflections one episode writes, one per distinct failed answer, all shown in its later prompts (default 3, as LATS)."),
+        click.option("--search-reflect-on", type=click.Choice(["ended", "every_failure"]), default=None, help="--rollout mcts: which failed nodes get a self-reflection: ended (default: a failed path's end, as LATS's HotpotQA search) or every_failure (also every program failing its own tests, as LATS's programming search)."),
         click.option("--max-calls-per-episode", type=int, help="Model calls one episode may make, actor and value calls together (default unlimited)."),
         click.option("--max-tokens-per-episode", type=int, help="Prompt + completion tokens one episode may spend (default unlimited); a call that could pass it is not made."),
         click.option("--max-turns", type=int, help="--rollout multi-turn: answers per episode; a wrong one gets feedback and another try (default 5)."),

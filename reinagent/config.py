@@ -130,6 +130,11 @@ class RunConfig(BaseModel):
     # LATS), and all of them shown in its later prompts; so no prompt grows with the failed nodes.
     # None: no bound (only runs started before this setting existed, resumed as they began; resuming.py)
     search_reflections: int | None = Field(default=3, ge=0, le=MAX_COUNT)
+    # mcts: which failed nodes get a self-reflection. "ended": a path that ended in a failure (a
+    # wrong final answer; the coder's program at the depth limit), as LATS's HotpotQA search;
+    # "every_failure": also every open node that failed (the coder's program failing its own tests,
+    # as LATS's programming search, programming/mcts.py); other agents' open nodes have not failed yet
+    search_reflect_on: Literal["ended", "every_failure"] = "ended"
     max_calls_per_episode: int | None = Field(default=None, gt=0, le=MAX_COUNT)  # actor + value calls; None: unlimited
     max_tokens_per_episode: int | None = Field(default=None, gt=0, le=MAX_COUNT * 1000)  # prompt + completion; None: unlimited
 
@@ -341,7 +346,8 @@ _SEARCH = ("tot_depth", "value_samples", "search_temperature", "search_judge")
 ROLLOUT_SETTINGS: dict[str, tuple[str, ...]] = {
     "react": (),
     "tot": ("tot_breadth", "tot_keep", *_SEARCH),
-    "mcts": ("mcts_iterations", "mcts_children", "mcts_exploration", "search_reflections", *_SEARCH),
+    "mcts": ("mcts_iterations", "mcts_children", "mcts_exploration", "search_reflections", "search_reflect_on",
+             *_SEARCH),
     "multi-turn": ("max_turns", "turn_discount"),
 }
 

@@ -73,6 +73,9 @@ async def run_episode(
     record = _finite(record)
     if record.error is not None:
         record.reflection = None  # never reflect on (or remember) an attempt that was not judged
+        if view.internal_tests is not None and "internal_tests" not in record.trajectory.extra:
+            # the tests this trial was given go on to the next: they are written once per task
+            record.trajectory.extra["internal_tests"] = list(view.internal_tests)
     # how often the benchmark's judge ran: 1 for react, more where a search asked it for many paths
     record.evaluation["benchmark_evaluations"] = episode.benchmark_evaluations
     record.finished_at = time.time()

@@ -2,8 +2,10 @@
 them; and a run's departures from them, which every report lists.
 
 The reference is noahshinn/reflexion at 218cf0e (alfworld_runs/, hotpotqa_runs/, programming_runs/)
-and, for the search rollouts, LATS at 853d816. docs/strategies.md says where each value comes from.
-Only settings are compared here: prompts are this project's own wording everywhere.
+and, for the search rollouts, LATS (andyz245/LanguageAgentTreeSearch) at 43901ce. Every row's
+`source` names the file and line of the reference that sets the value (tests/test_reference.py
+holds a test per row); docs/strategies.md says the same. Only settings are compared here: prompts
+are this project's own wording everywhere.
 
 Precedence: a flag, then a key of the YAML file, then the preset, then the default. A resumed run
 is rebuilt from spec.json, whose config holds every value the preset set, so it keeps them.
@@ -69,6 +71,20 @@ def _search(cfg: Config) -> bool:
     return cfg.get("rollout") in ("tot", "mcts")
 
 
+def _mcts(cfg: Config) -> bool:
+    return cfg.get("rollout") == "mcts"
+
+
+def _react_hotpotqa(cfg: Config) -> bool:
+    return cfg.get("agent") == "react"
+
+
+def _greedy_first_trial(value: Any, cfg: Config) -> bool:
+    """Trial 1 as greedy as the others: no first-trial temperature of its own (the `temperature`
+    row then decides), or 0."""
+    return value is None or value == 0.0
+
+
 def _all_reflections(value: Any, cfg: Config) -> bool:
     """Every reflection: no window, or one no smaller than the reflections a run can have."""
     return value is None or value >= int(cfg.get("num_trials") or 1) - 1
@@ -78,40 +94,80 @@ HOTPOTQA, ALFWORLD, PROGRAMMING = ("hotpotqa",), ("alfworld",), ("humaneval", "m
 BENCHMARKS = ("alfworld", "hotpotqa", "humaneval", "mbpp")  # those the reference code runs
 
 REFERENCES: tuple[Reference, ...] = (
-    # HotpotQA (hotpotqa_runs/agents.py)
-    Reference("memory_size", None, HOTPOTQA, "REFLEXION shows every reflection (format_reflections)",
+    # HotpotQA (hotpotqa_runs/agents.py, hotpotqa_runs/notebooks/)
+    Reference("memory_size", None, HOTPOTQA, "REFLEXION shows every reflection "
+              "(hotpotqa_runs/agents.py:113-114, format_reflections(self.reflections))",
               when=_strategy("reflexion"), equivalent=_all_reflections),
-    Reference("memory_size", 1, HOTPOTQA, "LAST_ATTEMPT_AND_REFLEXION shows only the latest reflection",
+    Reference("memory_size", 1, HOTPOTQA, "LAST_ATTEMPT_AND_REFLEXION shows only the latest reflection "
+              "(hotpotqa_runs/agents.py:117, self.reflections = [self.prompt_reflection()])",
               when=_strategy("last_attempt_and_reflexion")),
-    Reference("truncate_attempts", 1600, HOTPOTQA,
-              "truncate_scratchpad: the last attempt and the reflector's input cut to 1600 tokens", when=_learns),
-    Reference("reflector_memory", 0, HOTPOTQA, "the reflector sees the failed attempt only", when=_reflects),
-    Reference("reflection_prompt", "lesson", HOTPOTQA, "the reflector writes a reflection paragraph",
-              when=_reflects),
+    Reference("truncate_attempts", 1600, HOTPOTQA, "truncate_scratchpad: the last attempt and the reflector's "
+              "input cut to 1600 tokens (hotpotqa_runs/agents.py:363, n_tokens=1600)", when=_learns),
+    Reference("reflector_memory", 0, HOTPOTQA, "the reflector sees the failed attempt only "
+              "(hotpotqa_runs/agents.py:142-147, _build_reflection_prompt)", when=_reflects),
+    Reference("reflection_prompt", "lesson", HOTPOTQA, "the reflector writes a reflection paragraph "
+              "(hotpotqa_runs/agents.py:123, prompt_reflection)", when=_reflects),
+    Reference("reflection_max_tokens", 250, HOTPOTQA, "a reflection of at most 250 tokens "
+              "(hotpotqa_runs/agents.py:280 and :47, the reflect LLM's max_tokens=250)", when=_reflects),
+    Reference("max_steps", 6, HOTPOTQA, "ReAct stops after 6 steps (hotpotqa_runs/agents.py:268, max_steps=6; "
+              "is_halted at :253)", when=_react_hotpotqa, effective=lambda v: 6 if v is None else v),
+    Reference("max_prompt_tokens", 3896, HOTPOTQA, "ReAct stops when its prompt passes 3896 tokens "
+              "(hotpotqa_runs/agents.py:253; tiktoken there, about 4 characters a token here)",
+              when=_react_hotpotqa, effective=lambda v: 3896 if v is None else v),
+    Reference("num_trials", 5, HOTPOTQA, "5 trials (hotpotqa_runs/notebooks/ReactQA.ipynb:121, n = 5; "
+              "CotQA_context.ipynb:142 and CotQA_no_context.ipynb:130 too)"),
     # ALFWorld (alfworld_runs/alfworld_trial.py, generate_reflections.py, env_history.py)
-    Reference("memory_size", 3, ALFWORLD, "the last 3 reflections (memory[-3:])", when=_reflects),
-    Reference("reflector_memory", 3, ALFWORLD, "the reflector sees the last 3 plans ('Plans from past attempts')",
+    Reference("memory_size", 3, ALFWORLD, "the last 3 reflections (alfworld_runs/alfworld_trial.py:48, memory[-3:])",
               when=_reflects),
-    Reference("reflection_prompt", "plan", ALFWORLD, "the reflection prompt ends with 'New plan:'", when=_reflects),
-    Reference("alfworld_demos", 2, ALFWORLD, "two demonstrations of the task's type", when=_react_alfworld),
-    Reference("alfworld_loop", "repeat", ALFWORLD, "the episode ends when an action repeats the one before it",
-              when=_react_alfworld),
-    Reference("max_steps", 49, ALFWORLD, "49 steps (while cur_step < 49)", when=_react_alfworld,
-              effective=lambda v: 50 if v is None else v),
+    Reference("reflector_memory", 3, ALFWORLD, "the reflector sees the last 3 plans ('Plans from past attempts'; "
+              "alfworld_runs/generate_reflections.py:40, env['memory'][-3:])", when=_reflects),
+    Reference("reflection_prompt", "plan", ALFWORLD, "the reflection prompt ends with 'New plan:' "
+              "(alfworld_runs/generate_reflections.py:26)", when=_reflects),
+    Reference("reflection_max_tokens", 256, ALFWORLD, "a plan of at most 256 tokens (alfworld_runs/utils.py:22, "
+              "get_completion's max_tokens=256, called at generate_reflections.py:44)", when=_reflects),
+    Reference("alfworld_demos", 2, ALFWORLD, "two demonstrations of the task's type "
+              "(alfworld_runs/alfworld_trial.py:124, react_{v}_1 + react_{v}_0)", when=_react_alfworld),
+    Reference("alfworld_loop", "repeat", ALFWORLD, "the episode ends when an action repeats the one before it "
+              "(alfworld_runs/alfworld_trial.py:69, check_is_exhausted)", when=_react_alfworld),
+    Reference("max_steps", 49, ALFWORLD, "49 steps (alfworld_runs/alfworld_trial.py:56, while cur_step < 49)",
+              when=_react_alfworld, effective=lambda v: 50 if v is None else v),
     Reference("short_reply_retries", 5, ALFWORLD,
-              "a reply under 5 characters asked again, up to 6 tries, temperature 0.2 warmer each",
-              when=_react_alfworld),
+              "a reply under 5 characters asked again, up to 6 tries, temperature 0.2 warmer each "
+              "(alfworld_runs/alfworld_trial.py:25-31)", when=_react_alfworld),
+    Reference("num_trials", 10, ALFWORLD, "10 trials (alfworld_runs/run_reflexion.sh:2 and run_simple.sh:2, "
+              "--num_trials 10)"),
     # HumanEval, MBPP (programming_runs/reflexion.py): only the latest reflection, next to the
     # previous implementation and its feedback
-    Reference("memory_size", 1, PROGRAMMING, "the latest reflection only", when=_reflects),
+    Reference("strategy", "last_attempt_and_reflexion", PROGRAMMING, "each retry's prompt holds the previous "
+              "implementation, its test feedback and the latest reflection (programming_runs/reflexion.py:64-70, "
+              "func_impl(strategy='reflexion', prev_func_impl, feedback, self_reflection))",
+              when=_strategy("reflexion", "last_attempt_and_reflexion")),
+    Reference("memory_size", 1, PROGRAMMING, "the latest reflection only (programming_runs/reflexion.py:70, "
+              "self_reflection=reflection)", when=_reflects),
     # the Evaluator: the program's own tests end the loop, the hidden ones judge the final program once
-    Reference("evaluator", "internal", PROGRAMMING, "the model's own tests decide; hidden tests judge once"),
+    Reference("evaluator", "internal", PROGRAMMING, "the model's own tests decide; hidden tests judge once "
+              "(programming_runs/reflexion.py:47-48 and :81-82)"),
     Reference("internal_tests_kept", 1, PROGRAMMING,
-              "1 internal test kept, picked at random (internal_tests(..., 1))"),
-    # tot/mcts: the search's reflections kept, as LATS keeps them (one per distinct failed answer)
-    Reference("search_reflections", 3, BENCHMARKS, "LATS keeps about 3 reflections", when=_search),
-    # every benchmark: the reference decodes greedily
-    Reference("temperature", 0.0, BENCHMARKS, "greedy decoding (temperature 0)"),
+              "1 internal test kept, picked at random (programming_runs/reflexion.py:37, internal_tests(..., 1))"),
+    Reference("reflection_max_tokens", 1024, PROGRAMMING, "a reflection of at most 1024 tokens "
+              "(programming_runs/generators/model.py:98, generate_chat's max_tokens=1024, called at "
+              "generators/generator_utils.py:169)", when=_reflects),
+    Reference("num_trials", 2, PROGRAMMING, "2 implementations: the first and one after a reflection "
+              "(programming_runs/run_reflexion.sh:9, --max_iters 2; reflexion.py:57)", when=_reflects),
+    # tot/mcts: the search's reflections, as LATS keeps them
+    Reference("search_reflections", 3, HOTPOTQA, "LATS's HotpotQA search reflects on at most 3 distinct failed "
+              "trajectories (LATS hotpot/lats.py:62, len(unique_trajectories) < 4)", when=_search),
+    Reference("search_reflections", None, PROGRAMMING, "LATS's programming search keeps every reflection "
+              "(LATS programming/mcts.py:195-197, reflections.append(reflection))", when=_mcts),
+    Reference("search_reflect_on", "every_failure", PROGRAMMING, "LATS's programming search reflects on every "
+              "program failing its own tests (LATS programming/mcts.py:195-196)", when=_mcts),
+    # every benchmark: the reference decodes greedily, in every trial
+    Reference("temperature", 0.0, BENCHMARKS, "greedy decoding, temperature 0 (hotpotqa_runs/agents.py:163; "
+              "alfworld_runs/utils.py:22; programming_runs/generators/py_generate.py:267; its programming "
+              "reflections and tests are sampled at 0.2, generators/model.py:98, which no setting here follows)"),
+    Reference("first_trial_temperature", 0.0, BENCHMARKS, "the first trial as greedy as the others (the same "
+              "LLMs and temperatures every trial: hotpotqa_runs/agents.py:163, alfworld_runs/alfworld_trial.py:27, "
+              "programming_runs/reflexion.py:40)", equivalent=_greedy_first_trial),
 )
 
 
@@ -177,8 +233,11 @@ def departures(config: Config) -> list[Departure] | None:
     reference code has no run of this benchmark. Settings missing from an older spec.json read as
     their default, which is what that version of reinagent did."""
     from reinagent.config import RunConfig
+    from reinagent.records import recorded_evaluator
 
-    cfg = {name: f.default for name, f in RunConfig.model_fields.items()} | dict(config)
+    # a coder run from before `--evaluator` was judged by the hidden tests (records.recorded_evaluator)
+    cfg = {name: f.default for name, f in RunConfig.model_fields.items()} | dict(config) | {
+        "evaluator": recorded_evaluator(dict(config))}
     if cfg.get("benchmark") not in BENCHMARKS:
         return None
     return [Departure(r.setting, r.effective(cfg.get(r.setting)), r.value, r.source)

@@ -52,7 +52,7 @@ OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_m
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
-         "alfworld_data", "search_reflections", "evaluator", "internal_tests_kept", "preset",
+         "alfworld_data", "search_reflections", "search_reflect_on", "evaluator", "internal_tests_kept", "preset",
          "truncate_attempts", "reflector_memory", "reflection_prompt", "reflection_max_tokens", "alfworld_demos", "alfworld_loop",
          "short_reply_retries")
 

@@ -15,8 +15,10 @@
 #    failures of a trained model (123 at 10 steps) for the comparison the issue asks (N >= 200).
 #
 # It ends with exactly these lines (reinagent/rl/compare.py's reflect_demo_lines):
-#   retry success after reflection: B% -> A% on N failures, McNemar p = P
-#   retry success without reflection (NONE): C% on N failures
+#   retry success after reflection, base -> trained: B% of the base model's M failures -> A% of the
+#     trained model's N; on the K failures both made B2% -> A2%, McNemar p = P2 (trained REFLEXION vs base REFLEXION)
+#   retry success on the trained model's N failures: A% after reflection vs C% without (NONE),
+#     McNemar p = P (trained REFLEXION vs trained NONE)
 #
 # Usage: scripts/reflect_demo.sh OUTDIR [STEPS] [NUM_TEST] [GROUP]
 #   STEPS training steps (default 10), NUM_TEST held-out tasks (default 600: all), GROUP pairs per

@@ -28,6 +28,8 @@ EVAL_RULES = (EVALUATOR, "-k", "which_verdict or score_is_the_record or pass_at_
 EVAL_STOP = (EVALUATOR, "-k", "own_tests_passing and default")  # the loop stops on its own tests
 EVAL_LAST = (EVALUATOR, "-k", "last_trial_is_judged")  # hidden tests on the last trial only; resume
 CODER_LOOP = ("tests/test_coder.py", "-k", "reflexion_beats_none")
+# issue 44: the reflect trainer's reflection and its prompts; the rules a run and a resume keep
+REFLECT_TRAINER = ("tests/test_rl_reflect.py", "-k", "cut_at_the_stop or trial_loops")
 
 
 @dataclass(frozen=True)
@@ -125,8 +127,44 @@ MUTANTS = {
     "preset-without-internal-tests-kept": Mutant(
         "reinagent/reference.py",
         '    Reference("internal_tests_kept", 1, PROGRAMMING,\n'
-        '              "1 internal test kept, picked at random (internal_tests(..., 1))"),\n',
+        '              "1 internal test kept, picked at random (programming_runs/reflexion.py:37, internal_tests(..., 1))"),\n',
         "", ("tests/test_reference.py", "-k", "preset")),
+    # issue 44: each line below survived the tests of 862ab4b
+    "syntax-error-passes-own-tests": Mutant(
+        "reinagent/benchmarks/programming.py", 'return bool(isinstance(result, dict) and result.get("passed") is True)',
+        'return result is None or bool(isinstance(result, dict) and result.get("passed") is True)',
+        (EVALUATOR, "-k", "syntax_error_fails")),
+    "partial-internal-pass-ends-branch": Mutant(
+        "reinagent/rollouts/steps.py", "child.terminal = reward >= 1.0", "child.terminal = reward > 0",
+        (EVALUATOR, "-k", "some_of_its_own_tests")),
+    "final-record-unsorted": Mutant("reinagent/records.py", "ordered = sorted(records, key=lambda r: r.trial)",
+                                    "ordered = list(records)", (EVALUATOR, "-k", "whatever_order")),
+    "truncation-boundary": Mutant("reinagent/agents/loop.py", 'count("\\n".join(lines)) > max_tokens',
+                                  'count("\\n".join(lines)) >= max_tokens',
+                                  ("tests/test_reference.py", "-k", "shorten_observations")),
+    "failure-key-case-sensitive": Mutant("reinagent/rollouts/search.py", '" ".join(str(state.answer).split()).lower()',
+                                         '" ".join(str(state.answer).split())',
+                                         ("tests/test_search.py", "-k", "case_and_spacing")),
+    "reflect-cut-by-characters": Mutant(
+        "reinagent/rl/reflect.py",
+        "ep.completion_ids, ep.env_mask, ep.logprobs = (ep.completion_ids[:keep], ep.env_mask[:keep],",
+        "_unused = (ep.completion_ids[:keep], ep.env_mask[:keep],", REFLECT_TRAINER),
+    # (dropping only `.split(STOP)[0]` is an equivalent mutant: the tokens are cut at the stop string
+    # first, and no token of the embedded model's tokenizer holds the stop string and text after it)
+    "reflect-keeps-text-after-stop": Mutant("reinagent/rl/reflect.py", "        if STOP in text:\n",
+                                            "        if False:\n", REFLECT_TRAINER),
+    "reflect-answer-token-limit": Mutant(
+        "reinagent/rl/reflect.py", "max_new_tokens=self.cfg.reflection_max_tokens, seed=seed * 7 + 1)",
+        "max_new_tokens=None, seed=seed * 7 + 1)", REFLECT_TRAINER),
+    "reflect-first-trial-temperature-ignored": Mutant(
+        "reinagent/rl/reflect.py", "first_t = temperature if first_t is None else first_t", "first_t = temperature",
+        REFLECT_TRAINER),
+    "reflect-raw-reflection-in-retry": Mutant("reinagent/rl/reflect.py", "return clean_reflection(text)",
+                                              "return text", REFLECT_TRAINER),
+    "resume-reflector-sees-every-reflection": Mutant(
+        "reinagent/resuming.py",
+        "shown = EpisodicMemory(reflections=list(past or [])).last(exp.config.reflector_memory)",
+        "shown = list(past or [])", ("tests/test_reference.py", "-k", "only_its_last_plans")),
 }
 
 # --- the math judge (issue 44): each mutant is one line of reinagent/benchmarks/math_*.py; the

@@ -183,6 +183,117 @@ def test_through_an_env_server_the_loop_decides_on_the_internal_result(tmp_path,
     assert server.sessions() == 0
 
 
+@pytest.mark.parametrize("rollout", ["mcts", "tot"])
+def test_a_served_env_search_scores_nodes_by_their_own_tests_not_the_hidden_verdict(
+        tmp_path, script, server_factory, rollout):  # noqa: F811
+    """A right program with a wrong own test is a failure node locally: through `serve-env` (whose
+    judged env rewards the hidden verdict) it must be the same failure, not "solved" (issue 44 §1)."""
+    rules = [{"when": REFLECT, "reply": "Reflection: try again."}, {"when": TESTS_PROMPT, "reply": WRONG_TEST},
+             {"when": IMPLEMENT, "reply": RIGHT}]
+    search = ["--rollout", rollout, "--value-samples", "1", "--tot-depth", "1"] + (
+        ["--mcts-iterations", "1", "--mcts-children", "1"] if rollout == "mcts"
+        else ["--tot-breadth", "1", "--tot-keep", "1"])
+    server = server_factory("--benchmark", "humaneval")
+    seen = {}
+    for where, extra in (("local", []), ("remote", ["--env-url", server.url])):
+        _, records = _run(tmp_path, where, script(rules, default="no"), *search, *extra, trials=2)
+        seen[where] = records
+        first = records[0]
+        assert len(records) == 2 and first.internal_passed is False  # its own (wrong) test failed it
+        assert first.trajectory.extra["internal_pass_rate"] == 0.0
+        assert first.evaluation["benchmark_evaluations"] == 0  # no hidden verdict while trials are left
+    assert [r.internal_passed for r in seen["local"]] == [r.internal_passed for r in seen["remote"]]
+
+
+@pytest.mark.parametrize("rollout", ["react", "mcts"])
+def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, rollout):
+    """Trial 1's implementation call fails (a model error) after its tests were written; trial 2
+    (the errored trial not retried) and trial 3 (after an errored trial 2) run those tests, and
+    the model is asked for tests once in all (issue 44 §8)."""
+    import asyncio
+
+    from reinagent.config import build_config
+    from reinagent.errors import ModelError
+    from reinagent.experiment import Experiment, resolve
+    from reinagent.llm.scripted import ScriptedLLM
+    from reinagent.memory import EpisodicMemory
+    from reinagent.reflector import Reflector
+    from reinagent.runner import run_episode
+
+    asked = {"tests": 0, "impl": 0}
+
+    class FailingImplementation(ScriptedLLM):
+        async def generate(self, messages, params, *, rollout_id=None):
+            text = "\n".join(m.content for m in messages)
+            if "You write unit tests" in text:
+                asked["tests"] += 1
+            elif IMPLEMENT in text and REFLECT not in text:
+                asked["impl"] += 1
+                if asked["impl"] <= 2:  # trial 1's call, and trial 2's
+                    raise ModelError("server went away")
+            return await super().generate(messages, params, rollout_id=rollout_id)
+
+    llm = FailingImplementation(script(FAKE_PASSES_OWN_TEST, default="no")[len("scripted:"):])
+    search = {"mcts_iterations": 1, "mcts_children": 1, "value_samples": 1, "tot_depth": 1} if rollout == "mcts" else {}
+    cfg = build_config(benchmark="humaneval", agent="coder", rollout=rollout, num_envs=1, num_trials=3, cache=False,
+                       model="scripted:unused", **search)
+    bench, cfg = resolve(cfg)
+    task = bench.load_tasks(cfg.split)[0]
+    store = type("S", (), {"run_dir": tmp_path})()
+    exp = Experiment(cfg, bench, bench.make_agent("coder", cfg), [task], llm, Reflector(llm, bench.reflection_examples),
+                     store)
+    previous, records = None, []
+    for trial in (1, 2, 3):
+        previous = asyncio.run(run_episode(exp, task, trial, EpisodicMemory(window=3), previous))
+        records.append(previous)
+    assert [r.error is not None for r in records] == [True, True, False], [r.error for r in records]
+    assert asked["tests"] == 1
+    assert records[2].trajectory.extra["internal_tests_source"] == "an earlier trial"
+    assert records[2].trajectory.extra["internal_tests"] == [EASY_TEST]
+
+
+def test_a_program_with_a_syntax_error_fails_its_own_tests(tmp_path, script):
+    """No test ran, so none passed: under `internal` the loop goes on after it."""
+    broken = f"```python\ndef {ENTRY}(numbers, threshold):\n    return (\n```"
+    rules = [{"when": REFLECT, "reply": "Reflection: close the bracket."}, {"when": TESTS_PROMPT, "reply": EASY_TEST},
+             {"when": IMPLEMENT, "reply": broken}]
+    _, records = _run(tmp_path, "run", script(rules, default="no"), trials=2)
+    assert [r.trial for r in records] == [1, 2]
+    assert all(r.internal_passed is False and r.trajectory.end_reason == "syntax_error" for r in records)
+
+
+def test_a_program_passing_some_of_its_own_tests_does_not_end_a_search_branch(tmp_path, script):
+    """The coder's MCTS: a node ends its branch only when every own test passes; at 1 of 2 the
+    simulation goes on to the depth limit."""
+    rules = [{"when": REFLECT, "reply": "Reflection: try again."},
+             {"when": TESTS_PROMPT, "reply": f"{EASY_TEST}\n{WRONG_TEST}"}, {"when": IMPLEMENT, "reply": RIGHT}]
+    _, records = _run(tmp_path, "run", script(rules, default="no"), "--rollout", "mcts", "--value-samples", "1",
+                      "--tot-depth", "2", "--mcts-iterations", "1", "--mcts-children", "1", trials=1)
+    (only,) = records
+    assert only.trajectory.extra["internal_pass_rate"] == 0.5
+    assert max(n.depth for n in only.trajectory.tree) == 2
+
+
+def test_coder_mcts_reflects_on_every_failing_program_when_asked_as_lats_does(tmp_path, script):
+    """`--search-reflect-on every_failure` (LATS's programming search, which the preset picks for
+    programming): a program failing its own tests gets a reflection at once, not only at the depth
+    limit; `ended` (the default) keeps to the ends of paths."""
+    rules = [{"when": REFLECT, "reply": "Reflection: the own test is wrong."},
+             {"when": TESTS_PROMPT, "reply": WRONG_TEST}, {"when": IMPLEMENT, "reply": RIGHT}]
+    search = ["--rollout", "mcts", "--value-samples", "1", "--tot-depth", "2", "--mcts-iterations", "1",
+              "--mcts-children", "1"]
+    reflected = {}
+    for how in ("ended", "every_failure"):
+        _, records = _run(tmp_path, how, script(rules, default="no"), *search, "--search-reflect-on", how, trials=1)
+        reflected[how] = sorted(n.depth for n in records[0].trajectory.tree if n.reflection)
+        assert _spec(tmp_path / how)["config"]["search_reflect_on"] == how
+    assert reflected == {"ended": [2], "every_failure": [1, 2]}
+    refused = run_cli("run", "--benchmark", "humaneval", "--search-reflect-on", "every_failure", "--model", "scripted:x",
+                      "--num-envs", "1", "--run-dir", str(tmp_path / "no"))
+    one_line_error(refused, "--search-reflect-on")
+    assert refused.returncode == 2
+
+
 def test_an_evaluator_for_a_benchmark_without_internal_tests_is_one_line(tmp_path):
     proc = run_cli("run", "--benchmark", "hotpotqa", "--evaluator", "hidden", "--num-envs", "1",
                    "--run-dir", str(tmp_path / "r"))
@@ -194,6 +305,16 @@ def test_an_evaluator_for_a_benchmark_without_internal_tests_is_one_line(tmp_pat
 
 def _rec(trial: int, success: bool, internal: bool | None, error: str | None = None) -> TrialRecord:
     return TrialRecord(task_id="t", trial=trial, success=success, internal_passed=internal, error=error)
+
+
+def test_the_final_record_is_the_last_trial_whatever_order_the_records_come_in():
+    """Records read back from a store come in no promised order: the loop's last trial is still
+    the one with the highest trial number."""
+    first, second = _rec(1, False, False), _rec(2, True, False)
+    for evaluator in ("internal", "hidden", None):
+        assert final_record([second, first], evaluator) is second
+        assert final_record([first, second], evaluator) is second
+    assert solved_at([second, first], "internal") == 2
 
 
 def test_which_verdict_ends_the_loop():

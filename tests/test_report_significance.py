@@ -125,3 +125,52 @@ def test_mcnemar_between_runs_is_over_the_tasks_both_failed_at_trial_1(tmp_path)
     assert data[1]["retry_after_failure"]["solved_second"] == 10
     [c] = data[1]["retry_comparisons"]
     assert (c["both_failed"], c["gained"], c["lost"]) == (17, 10, 2) and c == data[0]["retry_comparisons"][0]
+
+
+def _internal_run(run_dir, strategy: str, outcomes: dict[str, list[tuple[bool, bool]]], num_trials: int = 3):
+    """A programming run under `--evaluator internal`: task `t`'s trial k+1 is (own tests passed,
+    hidden verdict), as the loop leaves them: a record whose own tests passed ends the loop."""
+    from reinagent.records import RunSpec
+    from reinagent.store import RunStore
+    from tests.test_report import T0, make_record
+
+    spec = RunSpec(config={"benchmark": "humaneval", "agent": "coder", "strategy": strategy, "split": "test",
+                           "num_trials": num_trials, "model": "scripted:x", "evaluator": "internal"},
+                   task_ids=list(outcomes), created_at=T0, reinagent_version="test", python_version="3")
+    store = RunStore.create(run_dir, spec)
+    for task_id, trials in outcomes.items():
+        for k, (own, hidden) in enumerate(trials, start=1):
+            record = make_record(task_id, k, success=hidden)
+            record.internal_passed = own
+            store.append(record)
+    return run_dir
+
+
+# 5 tasks, 3 trials: a passes its own tests and the hidden ones at trial 1; b passes its own tests
+# at trial 1 and fails the hidden ones (its loop ends there, unsolved); c is solved at trial 2;
+# d passes its own tests at trial 2 and fails the hidden ones; e fails its own tests every trial
+# (the last trial judged by the hidden tests: failed).
+INTERNAL = {"a": [(True, True)], "b": [(True, False)], "c": [(False, False), (True, True)],
+            "d": [(False, False), (True, False)], "e": [(False, False), (False, False), (False, False)]}
+
+
+def test_a_complete_internal_run_is_complete_and_retries_count_retried_tasks_only(tmp_path):
+    """Issue 44 §2-3: a task whose loop ended on its own tests and failed the hidden ones is not
+    "not attempted" later, so the run is complete and tested; and a trial-1 failure that was not
+    retried (its own tests passed it) is not in the retry rate's denominator."""
+    run = _internal_run(tmp_path / "runs" / "2-reflexion", "reflexion", INTERNAL)
+    s = summarize(run)
+    assert s["status"] == "complete" and [t["not_attempted"] for t in s["trials"]] == [0, 0, 0]
+    assert s["solved_tasks"]["failed_first_trial"] == ["c", "d", "e"]  # b was never retried
+    r = s["retry_after_failure"]
+    assert (r["failed_first"], r["solved_second"]) == (3, 1)
+    f = first_vs_last(s)
+    assert f is not None and (f["first"], f["last"]) == (1, 2)
+    md = run_cli("report", str(run)).stdout
+    assert "not attempted" not in md and "partial run" not in md
+    assert "trial-1 failures solved at trial 2: 1/3 " in md
+    # against a NONE run of the same tasks: the run-vs-run tests are made, not "n/a (partial run)"
+    _internal_run(tmp_path / "runs" / "1-none", "none", {**INTERNAL, "c": [(False, False), (False, False),
+                                                                            (False, False)]})
+    both = run_cli("report", str(tmp_path / "runs")).stdout
+    assert "partial run" not in both and "+1 -0: p=1 (not significant)" in both, both

@@ -49,8 +49,13 @@ def test_config_names_the_loss_settings():
     assert all(w in str(err.value) for w in ("reflection", "retry", "both")) and "\n" not in str(err.value)
 
 
-def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
-    """A REFLEXION run (2 trials, a scripted model) and the reflect method build the same prompts."""
+INVALID = "I think the answer is 100 but I am not sure"  # no Action: the trial loop's "(invalid output)"
+
+
+@pytest.mark.parametrize("first_reply", [WRONG_1, INVALID], ids=["wrong", "unparseable"])
+def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path, first_reply):
+    """A REFLEXION run (2 trials, a scripted model) and the reflect method build the same prompts,
+    byte for byte, also for a first attempt that does not parse (issue 44 §7)."""
     import reinagent
     from reinagent.reflector import Reflector
     from reinagent.store import read_records
@@ -61,7 +66,7 @@ def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
     script = tmp_path / "model.yaml"
     script.write_text(json.dumps({"rules": [{"when": "Your failed attempt", "reply": LESSON},
                                             {"when": "lessons you wrote down", "reply": RETRY_WRONG}],
-                                  "default": WRONG_1}))
+                                  "default": first_reply}))
     run_dir = reinagent.run(benchmark="arithmetic", model=f"scripted:{script}", strategy="reflexion", num_trials=2,
                             num_envs=1, run_dir=str(tmp_path / "run"), progress=False)
     first, second = sorted(read_records(run_dir), key=lambda r: r.trial)
@@ -71,10 +76,12 @@ def test_retry_and_reflector_prompts_are_the_trial_loops(tiny, tmp_path):
     assert reflect.retry_messages(task, LESSON) == wanted
     assert LESSON in wanted[1]["content"]
     # the reflector's prompt on the same failed attempt, played as a token episode
-    [ep] = reflect.rollout.run(ScriptedPolicy(tokenizer, [WRONG_1]), [task])
+    [ep] = reflect.rollout.run(ScriptedPolicy(tokenizer, [first_reply]), [task])
     runner_prompt = Reflector(None, agent.bench.reflection_examples).prompt(
         agent.agent.render_attempt(task, first.trajectory))
-    assert reflect.reflection_messages(task, ep) == [m.model_dump() for m in runner_prompt]
+    assert json.dumps(reflect.reflection_messages(task, ep)) == json.dumps([m.model_dump() for m in runner_prompt])
+    if first_reply == INVALID:
+        assert f"(invalid output) {INVALID}" in runner_prompt[-1].content
 
 
 def _played(tokenizer, retry_answer: str | None = None, **settings):
@@ -143,6 +150,42 @@ def test_reward_is_the_retry_success_by_the_benchmarks_judge(tiny, monkeypatch):
     accepted.add("101")
     _, played = _played(tokenizer, "555")
     assert played.first_failures == 0 and not played.groups[0].pairs
+
+
+class RecordingPolicy(ScriptedPolicy):
+    """A ScriptedPolicy that keeps each generate call's token limit and sampling temperature."""
+
+    def __init__(self, tokenizer, replies):
+        super().__init__(tokenizer, replies)
+        self.asked: list[tuple[int, float]] = []
+
+    def generate(self, input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **options):
+        self.asked.append((max_new_tokens, options.get("temperature", 0.0) if options.get("do_sample") else 0.0))
+        return super().generate(input_ids, attention_mask, max_new_tokens, eos_token_id, pad_token_id, **options)
+
+
+def test_a_reflection_is_cut_at_the_stop_string_cleaned_and_limited_as_the_trial_loop_does(tiny):
+    """What the Reflector would have written in a run: its own token limit (not the answer's), the
+    tokens after the stop string neither kept nor trained, the label stripped before the retry
+    reads it; and the first attempt at the first-trial temperature, the rest at the step's."""
+    from reinagent.rl.reflect import STOP
+
+    _, tokenizer = tiny
+    agent, reflect = _reflect(tokenizer, max_turns=1, reflection_max_tokens=90, max_response_length=40,
+                              first_trial_temperature=0.0)
+    task = agent.bench.load_tasks("test")[0]
+    raw = f"Reflection: {LESSON}{STOP}Question: an invented next task, never read"
+    policy = RecordingPolicy(tokenizer, [WRONG_1, raw, RETRY_WRONG])
+    played = reflect.play(policy, [task], [task], samples=1, temperature=0.7)
+    [pair] = played.groups[0].pairs
+    assert pair.text == LESSON  # cut at the stop string and cleaned, as Reflector.reflect returns it
+    retry_prompt = pair.retry.messages[1]["content"]
+    assert LESSON in retry_prompt and "Reflection: I" not in retry_prompt and "invented" not in retry_prompt
+    trained = _trained_text(tokenizer, pair.reflection)
+    assert "invented" not in trained and LESSON in trained  # the tokens after the stop string are not trained
+    (first_limit, first_t), (reflection_limit, reflection_t), (_, retry_t) = policy.asked
+    assert reflection_limit == 90 and first_limit == 40  # the reflection's own limit, the answer's for answers
+    assert first_t == 0.0 and reflection_t == retry_t == 0.7
 
 
 def test_a_first_attempt_that_succeeds_is_replaced_or_stands_in_untrained(tiny):
@@ -276,13 +319,18 @@ def test_reflect_demo_closing_lines(tmp_path):
 
     runs("base", {"t0"}, {"t1"}, first_solved={"t9"})  # B: 1 of its 9 failures
     runs("grpo", {"t0", "t1"}, {"t0"}, first_solved={"t8", "t9"})
-    runs("reflect", {"t0", "t1", "t2", "t3", "t4", "t5"}, {"t0"}, first_solved={"t9"})
+    # the trained model fails 8 tasks at trial 1, the base model 9: two sets (issue 44 §4)
+    runs("reflect", {"t0", "t1", "t2", "t3", "t4", "t5"}, {"t0", "t1"}, first_solved={"t8", "t9"})
     lines = reflect_demo_lines(tmp_path)
-    assert lines[-2:] == [f"retry success after reflection: 11.1% -> 66.7% on 9 failures, McNemar p = {mcnemar_exact(5, 0):.3g}",
-                          "retry success without reflection (NONE): 11.1% on 9 failures"]
+    assert lines[-2:] == [
+        "retry success after reflection, base -> trained: 11.1% of the base model's 9 failures -> 75.0% of the "
+        f"trained model's 8; on the 8 failures both made 12.5% -> 75.0%, McNemar p = {mcnemar_exact(5, 0):.3g} "
+        "(trained REFLEXION vs base REFLEXION)",
+        "retry success on the trained model's 8 failures: 75.0% after reflection vs 25.0% without (NONE), "
+        f"McNemar p = {mcnemar_exact(4, 0):.3g} (trained REFLEXION vs trained NONE)"]
     assert lines[1].startswith("control, plain GRPO for the same steps: retry success after reflection 25.0% vs "
                                "without (NONE) 12.5% on 8 failures")
-    assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +55.6"
+    assert lines[-3] == "gap REFLEXION - NONE: base +0.0 points, GRPO control +12.5, reflect +50.0"
 
 
 def test_a_flat_group_gives_way_to_a_fresh_failure(tiny, monkeypatch):

@@ -374,3 +374,15 @@ def test_a_search_refuses_an_agent_it_cannot_step_before_any_work(tmp_path):
     line = one_line_error(proc)
     assert "cannot step agent 'alfworld-expert'" in line and "valid agents there: react" in line, line
     assert not run_dir.exists()
+
+
+def test_a_failure_is_the_same_whatever_its_case_and_spacing():
+    """LATS's unique trajectories: 'Paris' and ' paris ' are one failed answer (one reflection)."""
+    from reinagent.rollouts.search import Search
+    from reinagent.rollouts.steps import PathState
+
+    ep, _ = episode(None)
+    search = Search(ep, "mcts", "score")
+    search.states = [PathState(base=[], answer="Paris"), PathState(base=[], answer=" paris "),
+                     PathState(base=[], answer="Lyon")]
+    assert search.failure_key(0) == search.failure_key(1) != search.failure_key(2)

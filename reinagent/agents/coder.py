@@ -99,6 +99,9 @@ class CoderAgent(Agent):
         traj = actor.trajectory
         await areset(env)
         tests, generation = await self.internal_tests(task, actor, memory)
+        # kept at once: a trial that errors after this still hands its tests to the next (written once per task)
+        traj.extra.update(internal_tests=tests, internal_tests_source=generation["source"],
+                          test_generation=generation["messages"])
         set_tests = getattr(env, "set_internal_tests", None)
         if set_tests is None:
             raise TypeError(f"the coder agent needs a programming environment, got {type(env).__name__}")

@@ -5,13 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reinagent.agents.base import Actor
-from reinagent.agents.parsing import clean_step_text, parse_output
+from reinagent.agents.parsing import ParsedAction, clean_step_text, parse_output
 from reinagent.env import Env, astep
 from reinagent.llm.base import GenerationParams
 from reinagent.records import Message, Step, Trajectory
 
 STOP = ("\nObservation", "\nQuestion:")
 TRUNCATED = "[truncated wikipedia excerpt]"
+
+
+def parsed_step(prompt_len: int, output: str, names: tuple[str, ...]) -> tuple[Step, ParsedAction | None]:
+    """One reply as the trial loop records it (its Thought and Action, or no action when it does
+    not parse: rendered `(invalid output) ...` for the Reflector and LAST_ATTEMPT), and the parsed
+    action. The RL trainer's token rollouts record their replies with this too, so a reflect step
+    shows the Reflector the very prompt a real run shows it."""
+    thought, action = parse_output(output, names)
+    return Step(prompt_len=prompt_len, output=output, thought=thought,
+                action=str(action) if action else None, valid_action=action is not None), action
 
 
 def approx_tokens(messages: list[Message]) -> int:
@@ -38,13 +48,9 @@ async def step_loop(
             traj.end_reason = "prompt_budget"
             break
         completion = await actor.complete(traj.messages, params)
-        thought, action = parse_output(completion.text, names)
-        step = Step(
-            prompt_len=len(traj.messages), output=completion.text, thought=thought,
-            action=str(action) if action else None, valid_action=action is not None,
-        )
+        step, action = parsed_step(len(traj.messages), completion.text, names)
         traj.steps.append(step)
-        traj.messages.append(Message(role="assistant", content=clean_step_text(thought, action, completion.text)))
+        traj.messages.append(Message(role="assistant", content=clean_step_text(step.thought, action, completion.text)))
         sent = str(action) if action else (completion.text.strip() or "(empty)")
         obs, _reward, terminated, truncated, info = await astep(env, sent)
         step.observation = obs

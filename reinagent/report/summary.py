@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reinagent.records import RunSpec, TrialRecord, Usage, recorded_evaluator, solved_at, stops_loop
+from reinagent.records import RunSpec, TrialRecord, Usage, final_record, recorded_evaluator, solved_at, stops_loop
 from reinagent.reference import departures_summary
 from reinagent.report.labels import run_label
 from reinagent.report.rollouts import rollout_of, rollout_stats
@@ -86,12 +86,17 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     for rec in records:
         by_task.setdefault(rec.task_id, []).append(rec)
     stopped_at = {tid: solved_at(recs, evaluator) for tid, recs in by_task.items()}
+    # the trial each task's loop ended at (its Evaluator passed it): under `internal` a program that
+    # passed its own tests and failed the hidden ones ends its loop unsolved, and is not "not attempted" later
+    loop_ended = {tid: final.trial for tid, recs in by_task.items()
+                  if (final := final_record(recs, evaluator)) is not None and stops_loop(final, evaluator)}
     trials, solved_so_far, solved_first = [], set(), set()
     for t in range(1, last_trial + 1):
         recs = by_trial.get(t, [])
         solved_now = {r.task_id for r in recs if stopped_at.get(r.task_id) == t}
         # tasks still open at trial t that have no record of it: their outcome is not known yet
-        not_attempted = n_tasks - len(solved_so_far) - len({r.task_id for r in recs} - solved_so_far)
+        ended = {tid for tid, at in loop_ended.items() if at < t}
+        not_attempted = n_tasks - len(ended | {r.task_id for r in recs})
         solved_so_far |= solved_now
         if t == 1:
             solved_first = set(solved_now)
@@ -139,10 +144,14 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "task_ids": task_ids,
         # which tasks, for the paired tests of report/significance.py
         "solved_tasks": {"first_trial": sorted(solved_first), "by_last_trial": sorted(solved_so_far),
-                         # judged trial-1 failures (no error) and the tasks solved at trial 2: report/significance.py
+                         # trial-1 failures that were retried (no error, the loop went on: under `internal`
+                         # a program that passed its own tests is not) and the tasks solved at trial 2:
+                         # report/significance.py
                          "failed_first_trial": sorted({r.task_id for r in by_trial.get(1, [])
-                                                       if not r.success and r.error is None}),
-                         "second_trial": sorted({r.task_id for r in by_trial.get(2, []) if r.success})},
+                                                       if not r.success and r.error is None
+                                                       and not stops_loop(r, evaluator)}),
+                         "second_trial": sorted({r.task_id for r in by_trial.get(2, [])
+                                                 if r.success and stopped_at.get(r.task_id) == 2})},
         "num_trials": num_trials,
         "status": ("complete" if (steps and by_trial and max(by_trial) >= num_trials)
                    or (not steps and _finished(records, task_ids, num_trials, evaluator)) else "partial"),

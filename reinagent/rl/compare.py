@@ -53,8 +53,10 @@ def reflect_demo_lines(eval_dir: str | Path) -> list[str]:
     """scripts/reflect_demo.sh's closing lines from its evaluation runs (NAME-reflexion and
     NAME-none for NAME in base, grpo, reflect): each model's retry success after a trial-1
     failure with and without reflection, paired over the tasks both strategies failed at trial 1,
-    and last `retry success after reflection: B% -> A% on N failures, McNemar p = P` and
-    `retry success without reflection (NONE): C% on N failures`."""
+    then the two headline lines. Each figure names its own set of failures and each p-value the two
+    things it compares (issue 44 §4): the base and trained models failed different tasks at trial 1,
+    so their REFLEXION retries are set side by side on their own failures and tested (paired) only
+    over the failures both made; REFLEXION against NONE is tested on the trained model's failures."""
     from reinagent.report.significance import retry_between
     from reinagent.report.summary import summarize
 
@@ -71,16 +73,24 @@ def reflect_demo_lines(eval_dir: str | Path) -> list[str]:
         same = (runs[f"{model}-none"]["solved_tasks"]["failed_first_trial"]
                 == runs[f"{model}-reflexion"]["solved_tasks"]["failed_first_trial"])
         lines.append(f"{label}: retry success after reflection {_pct(a, n):.1f}% vs without (NONE) {_pct(c, n):.1f}% "
-                     f"on {n} failures, McNemar p = {r['p_mcnemar']:.3g}"
+                     f"on {n} failures, McNemar p = {r['p_mcnemar']:.3g} (REFLEXION vs NONE)"
                      + ("" if same else " (the strategies' first attempts differed: paired over tasks both failed)"))
     lines.append(f"gap REFLEXION - NONE: base {gaps['base']:+.1f} points, GRPO control {gaps['grpo']:+.1f}, "
                  f"reflect {gaps['reflect']:+.1f}")
-    own = runs["base-reflexion"]["retry_after_failure"]
+    base, trained = runs["base-reflexion"]["retry_after_failure"], runs["reflect-reflexion"]["retry_after_failure"]
+    models = retry_between(runs["base-reflexion"], runs["reflect-reflexion"])  # over failures both models made
     r = retry_between(runs["reflect-none"], runs["reflect-reflexion"])
     n = r["both_failed"]
-    lines += [f"retry success after reflection: {_pct(own['solved_second'], own['failed_first']):.1f}% -> "
-              f"{_pct(r['other_solved'], n):.1f}% on {n} failures, McNemar p = {r['p_mcnemar']:.3g}",
-              f"retry success without reflection (NONE): {_pct(r['base_solved'], n):.1f}% on {n} failures"]
+    k = models["both_failed"]
+    lines += [f"retry success after reflection, base -> trained: {_pct(base['solved_second'], base['failed_first']):.1f}% "
+              f"of the base model's {base['failed_first']} failures -> "
+              f"{_pct(trained['solved_second'], trained['failed_first']):.1f}% of the trained model's "
+              f"{trained['failed_first']}; on the {k} failures both made {_pct(models['base_solved'], k):.1f}% -> "
+              f"{_pct(models['other_solved'], k):.1f}%, McNemar p = {models['p_mcnemar']:.3g} "
+              "(trained REFLEXION vs base REFLEXION)",
+              f"retry success on the trained model's {n} failures: {_pct(r['other_solved'], n):.1f}% after reflection "
+              f"vs {_pct(r['base_solved'], n):.1f}% without (NONE), McNemar p = {r['p_mcnemar']:.3g} "
+              "(trained REFLEXION vs trained NONE)"]
     return lines
 
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from reinagent.agents.parsing import parse_output
+from reinagent.agents.loop import parsed_step
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.distil.masks import end_of_turn_tokens
 from reinagent.memory import MemoryView
@@ -270,12 +270,15 @@ class TokenRollout:
         text = self.tok.decode(ids, skip_special_tokens=True).strip()
         ended = bool(ids) and ids[-1] in self.ends
         ep.messages.append({"role": "assistant", "content": text})
-        thought, action = parse_output(text, NAMES) if self.cfg.react_format else (None, None)
+        if self.cfg.react_format:  # recorded as the trial loop records it (what the Reflector is shown)
+            step, action = parsed_step(len(ep.messages) - 1, text, NAMES)
+        else:  # a bare answer: the whole reply is the action
+            step, action = Step(prompt_len=len(ep.messages) - 1, output=text, action=text or "(empty)",
+                                valid_action=True), None
         sent = str(action) if action else (text or "(empty)")
         env = envs[id(ep)]
         obs, reward, terminated, truncated, info = env.step(sent)
-        step = Step(prompt_len=len(ep.messages) - 1, output=text, thought=thought, action=sent,
-                    observation=obs, valid_action=action is not None or not self.cfg.react_format)
+        step.observation = obs
         ep.steps.append(step)
         if info.get("answer") is not None:
             ep.answer = info["answer"]

@@ -39,6 +39,7 @@ class RolloutSettings:
     search_temperature: float  # tot/mcts: sampling temperature of searched steps
     search_judge: str  # tot/mcts: reward or value judges a terminal node inside the search
     search_reflections: int | None  # mcts: reflections one episode writes and shows (None: no bound)
+    search_reflect_on: str  # mcts: "ended" (failed paths that ended) or "every_failure" (also failed open nodes)
     mcts_iterations: int | None  # mcts: iterations (None: the benchmark's own, else 10)
     mcts_children: int  # mcts: children sampled per expansion
     mcts_exploration: float  # mcts: the UCT exploration constant

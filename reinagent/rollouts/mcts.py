@@ -94,7 +94,10 @@ class _Run:
             self.solved = True
             self.backprop(solved[0], s.nodes[solved[0]].reward or 1.0)
             return True
-        await s.reflect(ended, prefix)  # first: the open siblings' values then know the lesson
+        each = self.settings.search_reflect_on == "every_failure"
+        failed = ended if not each else [  # LATS's programming search: every failing program, open or not
+            k for k in kids if s.nodes[k].terminal or (s.states[k].score is not None and s.states[k].score < 1.0)]
+        await s.reflect(failed, prefix, each=each)  # first: the open siblings' values then know the lesson
         await s.value([k for k in kids if not s.nodes[k].terminal], lambda i: f"mcts/n{i}")
         for k in kids:
             s.nodes[k].q = self.prior(k)

@@ -162,13 +162,15 @@ class Search:
                 node.success = node.reward >= 1.0
         return [i for i in ids if self.nodes[i].success]
 
-    async def reflect(self, ids: list[int], prefix: str) -> None:
+    async def reflect(self, ids: list[int], prefix: str, *, each: bool = False) -> None:
         """A self-reflection on each failed terminal node whose failure (its final answer) none
         covers yet, while the episode holds fewer than `search_reflections`; for later expansions
-        and values. The others are backed up as usual, without a reflection (as in LATS)."""
+        and values. The others are backed up as usual, without a reflection (as in LATS).
+        `each`: every node given gets its own, the same program twice included (LATS's
+        programming search reflects on every failing child), within the same bound."""
         todo = []
         for i in ids:
-            failure = self.failure_key(i)
+            failure = ("node", i) if each else self.failure_key(i)
             if failure in self.reflected or (self.keep is not None and len(self.reflected) >= self.keep):
                 continue
             self.reflected.add(failure)

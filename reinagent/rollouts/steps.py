@@ -241,6 +241,8 @@ class CoderStepper(Stepper):
             tests, source = self.agent.tests_from(task, completion.text)
             messages = [*self.agent.tests_prompt(task), Message(role="assistant", content=completion.text)]
         self._tests = tests
+        # kept at once: a search that errors after this still hands its tests to the next trial
+        self.episode.actor.trajectory.extra.update(internal_tests=tests, internal_tests_source=source)
         env, self.first_observation, info = await self.branching.start()
         try:
             await self.prepare_env(env)
@@ -273,6 +275,8 @@ class CoderStepper(Stepper):
 
         code = extract_code(output, self.task.entry_point)
         feedback, reward, _, _, info = await astep(env, code)
+        # a judged env (`serve-env`) rewards the hidden verdict: the node's score is its own tests'
+        reward = info.get("internal_reward", reward)
         ok = info["syntax_error"] is None
         step = Step(prompt_len=0, output=output, action=code, observation=feedback, valid_action=ok)
         extra = {**state.extra, "implementation": code, "feedback": feedback, "internal_pass_rate": reward,
