@@ -157,3 +157,36 @@ def test_canonical_is_prime_passes_while_the_embedded_model_generates_on_every_c
         box.close()
     assert right.passed, right.message
     assert not spinning.passed and spinning.reason == "timeout"
+
+
+
+def test_a_reply_already_in_the_pipe_is_read_even_past_the_deadline():
+    """The judging side can itself be starved or stopped while the program answers: when it wakes
+    past its deadline, a reply already in the pipe is read, not called a timeout. A `cat` child
+    stands for the sandbox (what goes into its stdin comes out of its stdout)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from reinagent.sandbox.judge import Session
+    from reinagent.sandbox.modes import Mode
+    from reinagent.sandbox.process import frame
+
+    proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child = SimpleNamespace(proc=proc, kill=proc.kill)
+        session = Session(child, Mode.RLIMITS, time.monotonic() + 60, 10.0, 10.0)
+        reply = b'["r",1,null]'
+        session.send(frame(reply), time.monotonic() + 10)
+        deadline = time.monotonic() + 30  # poll until cat has passed it on
+        while not session._readable.poll(10):
+            assert time.monotonic() < deadline
+        assert session.receive(time.monotonic() - 1.0) == ["r", 1, None]  # late, but it was there
+        # ... and with nothing in the pipe, late is a timeout
+        from reinagent.sandbox.wire import CandidateFailure
+
+        with pytest.raises(CandidateFailure) as failed:
+            session.receive(time.monotonic() - 1.0)
+        assert failed.value.kind == "timeout"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -130,9 +130,11 @@ class Session:
                         self.child.kill()
                         raise self.fail("crash", f"the program's reply is too large: {err}") from None
             left = until - time.monotonic()
-            if left <= 0:
+            if left <= 0 and not self._readable.poll(0):
+                # past the deadline with nothing to read; a reply already in the pipe (this side
+                # was starved of CPU, or stopped, while the program answered) is still read
                 raise self._timeout()
-            if not self._readable.poll(min(left, 0.1) * 1000) and self.child.proc.poll() is None:
+            if not self._readable.poll(max(0.0, min(left, 0.1)) * 1000) and self.child.proc.poll() is None:
                 continue
             # Readable, or the child is gone: what it wrote before it exited is read first (a
             # harness that answered "timeout" exits by itself right after its reply).
