@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from reinagent.agents.base import Activity, Actor, Budget, text_tokens
 from reinagent.errors import InfrastructureError, ModelError, SandboxError
-from reinagent.experiment import rollout_settings
 from reinagent.memory import EpisodicMemory, trial_view
 from reinagent.records import TrialRecord, Trajectory, first_non_finite, stops_loop
 from reinagent.redact import redact
@@ -40,12 +39,12 @@ async def run_episode(
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
     )
-    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(cfg),
+    actor = Actor(exp.actor_llm, Trajectory(), rollout, budget=Budget.of(exp.plan.agent_settings),
                   activity=getattr(exp, "activity", None) or Activity(),
                   temperature=cfg.first_trial_temperature if trial == 1 else None)
-    settings = rollout_settings(cfg)
+    settings = exp.plan.rollout
     evaluator = getattr(cfg, "evaluator", None)
-    episode = Episode(exp.benchmark, exp.agent, task, view, actor, cfg, settings, exp.reflector,
+    episode = Episode(exp.benchmark, exp.agent, task, view, actor, exp.plan.task_settings, settings, exp.reflector,
                       evaluator=evaluator, last_trial=trial >= cfg.num_trials)
     try:
         trajectory, evaluation = await make_rollout(cfg.rollout, settings).run(episode)

@@ -51,7 +51,7 @@ async def judge_first_programs(exp: Any) -> Path | None:
         if recorded is not None:
             verdicts[tid] = {"passed": recorded, "judged": "in the loop"}
             continue
-        evaluation = await bench.evaluate(tasks[tid], record.trajectory, exp.config)
+        evaluation = await bench.evaluate(tasks[tid], record.trajectory, exp.plan.task_settings)
         verdicts[tid] = {"passed": evaluation.success, "judged": "after the loop",
                          "reason": evaluation.detail.get("reason")}
     data = {"what": "each task's trial-1 program judged by the hidden tests after the loop (never shown to it)",

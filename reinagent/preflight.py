@@ -16,7 +16,7 @@ The embedded model loads in `warm_up`, inside the run's event loop, before trial
 exists: loading is printed on its own lines, never under a "trial 1 0/5" bar.
 
 What the checks read of a run's settings is `PreflightSettings` (the models, where they are served,
-the benchmark and its environment server), resolved by `experiment.preflight_settings`.
+the benchmark and its environment server), filled by `plan.resolve`; `plan.check` runs the checks.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ class PreflightError(ConfigError):
     """A check failed: one line naming what, why and the fix (the CLI exits 2)."""
 
 
+class MissingExtra(PreflightError):
+    """An optional extra the run needs is not installed."""
+
+
 @dataclass(frozen=True)
 class Failure:
     what: str  # "model server http://127.0.0.1:1/v1"
@@ -70,31 +74,54 @@ class PreflightSettings:
     base_url: str | None = None
     api_key_env: str | None = None
     env_url: str | None = None  # environments on an env server: the benchmark's extras are its
+    backends: tuple[str, ...] = ()  # the actor's and the reflector's backend (plan.resolve); () to look them up
+    executor: str = "local"  # --executor ray: Ray installed, its cluster reachable
+    ray_address: str | None = None
+
+
+def backends(settings: PreflightSettings) -> tuple[str, str]:
+    """The actor's and the reflector's backends, as the plan resolved them (or looked up now)."""
+    if len(settings.backends) == 2:
+        return settings.backends[0], settings.backends[1]
+    from reinagent.llm import backend_of
+
+    return backend_of(settings.actor_model, settings.base_url), backend_of(settings.reflection_model, settings.base_url)
 
 
 def preflight(settings: PreflightSettings, *, resuming: bool = False) -> None:
-    """Raise PreflightError for the first check that fails (settings of a resolved config)."""
-    from reinagent.llm import backend_of
+    """Raise PreflightError for the first check that fails (settings of a resolved config): the
+    executor (Ray installed, its cluster reachable), then every model endpoint."""
+    if settings.executor != "local":  # the local executor needs nothing
+        from reinagent.executors import check_executor
 
-    check_extras(settings)
+        check_executor(settings.executor, settings.ray_address)
     checked: set[tuple[str, str | None]] = set()
-    for model in (settings.actor_model, settings.reflection_model):
+    for model, kind in zip((settings.actor_model, settings.reflection_model), backends(settings)):
         if (model, settings.base_url) in checked:
             continue
         checked.add((model, settings.base_url))
-        kind = backend_of(model, settings.base_url)
         if kind == "openai-compatible":
             check_openai_server(settings.base_url, model, settings.api_key_env, resuming=resuming)
         elif kind == "litellm":
             check_litellm(model, settings.base_url, resuming=resuming)
 
 
+def settings_problems(settings: PreflightSettings, *, new_run: bool = True) -> list[PreflightError]:
+    """What can be found wrong before anything runs: model flags no model uses (a new run only: a
+    resumed one keeps what its spec recorded) and missing extras (MissingExtra)."""
+    found = []
+    for check in ((check_model_flags,) if new_run else ()) + (check_extras,):
+        try:
+            check(settings)
+        except PreflightError as err:
+            found.append(err)
+    return found
+
+
 def check_model_flags(settings: PreflightSettings) -> None:
     """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
     the embedded model for minutes and recorded a server it never asked."""
-    from reinagent.llm import backend_of
-
-    kinds = {backend_of(m, settings.base_url) for m in (settings.actor_model, settings.reflection_model)}
+    kinds = set(backends(settings))
     served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
     models = " and ".join(dict.fromkeys((settings.actor_model, settings.reflection_model)))
     for flag, value in (("--base-url", settings.base_url), ("--api-key-env", settings.api_key_env)):
@@ -108,16 +135,14 @@ def check_model_flags(settings: PreflightSettings) -> None:
 
 
 def needed_extras(settings: PreflightSettings) -> list[str]:
-    from reinagent.llm import backend_of
-
     benchmark = settings.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
     extras = ["alfworld"] if benchmark == "alfworld" and not settings.env_url else []
-    models = (settings.actor_model, settings.reflection_model)
-    if any(backend_of(m, settings.base_url) == "local" and _on_openvino(m) for m in models):
+    models = tuple(zip((settings.actor_model, settings.reflection_model), backends(settings)))
+    if any(kind == "local" and _on_openvino(m) for m, kind in models):
         extras.append("local")
     # a HF directory needs transformers' stack either way: to run on it, or (torch, safetensors,
     # gguf) to be written as GGUF for OpenVINO
-    if any(backend_of(m, settings.base_url) == "hf" or _hf_dir(m) for m in models):
+    if any(kind == "hf" or _hf_dir(m) for m, kind in models):
         extras.append("hf")
     return extras
 
@@ -148,7 +173,7 @@ def check_extras(settings: PreflightSettings) -> None:
         missing = [m for m in EXTRAS[extra] if not importable(m)]
         if missing:
             what = f"benchmark {settings.benchmark}" if extra == "alfworld" else f"model {settings.actor_model!r}"
-            raise PreflightError(Failure(
+            raise MissingExtra(Failure(
                 what, f"needs the {extra} extra (module {missing[0]} is not installed)",
                 f"install it with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)",
             ).line())

@@ -2,7 +2,8 @@
 them; and a run's departures from them, which every report lists.
 
 The reference is noahshinn/reflexion at 218cf0e (alfworld_runs/, hotpotqa_runs/, programming_runs/)
-and, for the search rollouts, LATS (andyz245/LanguageAgentTreeSearch) at 43901ce. Every row's
+and, for the search rollouts, LATS (andyz245/LanguageAgentTreeSearch) at 43901ce. `--preset paper`
+itself is applied where a run is resolved (plan.apply_preset). Every row's
 `source` names the file and line of the reference that sets the value (tests/test_reference.py
 holds a test per row); docs/strategies.md says the same. Only settings are compared here: prompts
 are this project's own wording everywhere.
@@ -187,21 +188,6 @@ def references(cfg: Config) -> list[Reference]:
     known = known_settings()
     return [r for r in REFERENCES
             if cfg.get("benchmark") in r.benchmarks and r.setting in known and r.when(cfg)]
-
-
-def apply_preset(config):
-    """The RunConfig with `--preset paper` applied: every reference setting of the run's benchmark
-    that no flag or YAML key set (pydantic's `model_fields_set`: what the config was built with).
-    Call it after the benchmark, agent and strategy are resolved (experiment.resolve)."""
-    if config.preset is None:
-        return config
-    if config.benchmark not in BENCHMARKS:
-        raise ConfigError(f"--preset {config.preset}: the reference code has no {config.benchmark} run; "
-                          f"valid benchmarks: {choices(BENCHMARKS)}")
-    cfg = config.model_dump(mode="json")
-    explicit = {name: getattr(config, name) for name in config.model_fields_set}
-    update = {r.setting: r.value for r in references(cfg) if r.setting not in explicit}
-    return type(config)(**explicit, **update)  # validated: a wrong table entry is a clear error here
 
 
 @dataclass(frozen=True)

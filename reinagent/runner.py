@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
-from reinagent.errors import ConfigError, RunDirError, RunInterrupted
-from reinagent.experiment import (  # noqa: F401 - re-exported for callers of the old runner API
-    Experiment, build_models, cache_key_of, default_run_dir, latest_records, make_experiment, make_spec,
-    preflight, preflight_settings, prepare, resolve, rollout_settings, select_tasks,
-)
+from reinagent.errors import ConfigError, RunInterrupted
+from reinagent.experiment import Experiment, build, cache_key_of, latest_records, make_spec
+from reinagent.plan import Plan, resolve
+from reinagent.preflight import preflight
 from reinagent.records import RunSpec, TrialRecord
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
 from reinagent.store import RunStore, check_new_run_dir, read_records
@@ -54,12 +53,12 @@ async def _bounded(closing, timeout_s: float = 30.0) -> None:
               file=sys.stderr, flush=True)
 
 
-def _start(config, bench, tasks, store: RunStore, models, records, progress: bool, *,
+def _start(plan: Plan, store: RunStore, run_key: str, records, progress: bool, *,
            where: tuple[str, str | None]) -> Path:
-    """Run the trials; `where` names the run for `reinagent resume` (its directory, or its id and
-    database URL) should Ctrl-C stop it."""
+    """Build the experiment and run its trials; `where` names the run for `reinagent resume` (its
+    directory, or its id and database URL) should Ctrl-C stop it."""
     try:
-        exp = make_experiment(config, bench, tasks, store, models)
+        exp = build(plan, store, run_key)
     except BaseException:
         store.close()  # never leave the run locked by a half-built experiment
         raise
@@ -94,14 +93,9 @@ class RunRef:
     run_dir: Path
 
 
-def _prepare(config: RunConfig) -> tuple[RunConfig, Benchmark, list[Task]]:
-    """experiment.prepare, then the executor's own checks (--executor ray: Ray installed, the
-    cluster reachable), here because the executors sit above experiment.py."""
-    from reinagent.executors import check_executor
-
-    config, bench, tasks = prepare(config)
-    check_executor(config.executor, config.ray_address)
-    return config, bench, tasks
+def default_run_dir(config: RunConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{config.benchmark}-{config.agent}-{config.strategy.value}-{stamp}"
 
 
 def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
@@ -111,26 +105,24 @@ def run_experiment(config: RunConfig, *, progress: bool = True) -> Path:
 
 def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     """Start a new run in its store (`config.store`: a directory of runs by default, or a database)."""
-    from reinagent.preflight import check_model_flags
     from reinagent.stores import is_directory
 
-    check_model_flags(preflight_settings(config))  # a new run only: a resumed one keeps what its spec recorded
-    config, bench, tasks = _prepare(config)
+    plan = resolve(config)
+    config = plan.config
     if config.store is not None and not is_directory(config.store):
-        return _start_in_database(config, bench, tasks, progress)
+        return _start_in_database(plan, progress)
     default = default_run_dir(config)
     run_dir = Path(config.run_dir) if config.run_dir else (
         Path(config.store.removeprefix("file://")) / default.name if config.store else default)
     check_new_run_dir(run_dir)  # an existing run is resumed, not restarted: say so before any work
-    config = config.model_copy(update={"run_dir": str(run_dir)})
-    preflight(config)  # endpoints, extras: seconds and one line instead of a run of errors
-    spec = make_spec(config, tasks, bench.settings())
-    models = build_models(config, cache_key_of(spec))  # cheap (models load on first use)
+    plan = _with_config(plan, run_dir=str(run_dir))
+    preflight(plan.checks)  # endpoints, a cluster: seconds and one line instead of a run of errors
+    spec = make_spec(plan, plan.benchmark.settings())
     made_dir = not run_dir.exists()
     store = RunStore.create(run_dir, spec)
     print(f"run directory: {run_dir}\nrun id: {run_dir.name}", file=sys.stderr, flush=True)
     try:
-        _start(config, bench, tasks, store, models, [], progress, where=(str(run_dir), None))
+        _start(plan, store, cache_key_of(spec), [], progress, where=(str(run_dir), None))
     except ConfigError:  # it never started (a model that failed to load, a cluster not joined)
         if store.discard_unstarted(made_dir):
             print(f"removed {run_dir}: the run never started", file=sys.stderr, flush=True)
@@ -138,20 +130,29 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
     return RunRef(config.store, run_dir.name, run_dir)
 
 
-def _start_in_database(config: RunConfig, bench: Benchmark, tasks: list[Task], progress: bool) -> RunRef:
+def _with_config(plan: Plan, **update) -> Plan:
+    """The plan with settings that name where the run lives (its directory, its store's URL)."""
+    import dataclasses
+
+    config = plan.config.model_copy(update=update)
+    executor = dataclasses.replace(plan.executor, run_settings=config.model_dump_json())
+    return dataclasses.replace(plan, config=config, executor=executor)
+
+
+def _start_in_database(plan: Plan, progress: bool) -> RunRef:
     from reinagent.stores import new_run_id, open_store
 
+    config = plan.config
     db = open_store(config.store)  # connect first: an unreachable database is one line, in seconds
     try:
         run_id = new_run_id(config.benchmark, config.agent, config.strategy.value)
         log_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
-        config = config.model_copy(update={"store": db.url, "run_dir": str(log_dir)})  # no password kept
-        preflight(config)
-        spec = make_spec(config, tasks, bench.settings())
-        models = build_models(config, cache_key_of(spec))
+        plan = _with_config(plan, store=db.url, run_dir=str(log_dir))  # no password kept
+        preflight(plan.checks)
+        spec = make_spec(plan, plan.benchmark.settings())
         writer = db.create_run(run_id, spec, log_dir)
         print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
-        _start(config, bench, tasks, writer, models, [], progress, where=(run_id, db.url))
+        _start(plan, writer, cache_key_of(spec), [], progress, where=(run_id, db.url))
     finally:
         db.close()
     return RunRef(db.url, run_id, log_dir)
@@ -185,28 +186,22 @@ def resume_experiment(
         writer, spec, records = RunStore.open(path)  # takes the run lock, or exits: one writer
         log_dir = path
     try:
-        plan = plan_resume(spec, records, num_trials=num_trials, from_trial=from_trial,
+        todo = plan_resume(spec, records, num_trials=num_trials, from_trial=from_trial,
                            retry_errors=retry_errors, overrides=overrides)
-        config = RunConfig(**{**spec.config, **recorded_settings(spec, plan), **plan.settings, "num_trials": plan.num_trials})
-        config, bench, _ = _prepare(config)
-        preflight(config, resuming=True)
-        by_id = {t.task_id: t for t in bench.load_tasks(config.split)}
-        missing = [tid for tid in spec.task_ids if tid not in by_id]
-        if missing:
-            raise RunDirError(f"{run_dir}: tasks {missing[:3]} are no longer in split {config.split!r}")
-        tasks = [by_id[tid] for tid in spec.task_ids]
-        models = build_models(config, cache_key_of(spec))
+        config = RunConfig(**{**spec.config, **recorded_settings(spec, todo), **todo.settings, "num_trials": todo.num_trials})
+        plan = resolve(config, task_ids=spec.task_ids, new_run=False)
+        preflight(plan.checks, resuming=True)
         # Durable before any model call, in this order: a kill after either step resumes right.
-        changed = with_change(spec, plan)
+        changed = with_change(spec, todo)
         if changed != spec:  # a history entry, or the endpoints sealed anew
             writer.update_spec(changed)
-        if plan.notice:
-            print(plan.notice, file=sys.stderr, flush=True)
-        if plan.stale:
-            writer.supersede(sorted(plan.stale), plan.reason)
-            records = [r for r in records if (r.task_id, r.trial) not in plan.stale]
+        if todo.notice:
+            print(todo.notice, file=sys.stderr, flush=True)
+        if todo.stale:
+            writer.supersede(sorted(todo.stale), todo.reason)
+            records = [r for r in records if (r.task_id, r.trial) not in todo.stale]
         print(f"resuming {run_dir}: {len(records)} finished (task, trial) records", file=sys.stderr)
-        _start(config, bench, tasks, writer, models, records, progress,
+        _start(plan, writer, cache_key_of(spec), records, progress,
                where=(str(run_dir), store) if db is not None else (str(log_dir), None))
     except BaseException:
         writer.close()  # never leave the run locked (closing twice is harmless)

@@ -40,7 +40,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
     await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, _evaluator(exp)))
     await write_missing_reflections(exp, done, limit)
-    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), executor_settings(cfg))
+    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), exp.plan.executor)
     try:
         if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
             await executor.start()  # a local model loads (or a cluster is joined) once work exists
@@ -50,16 +50,6 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
             await _pipeline(exp, executor, done, limit, progress)
     finally:
         await executor.aclose()
-
-
-def executor_settings(config):
-    """What an executor (executors/, the layer below) reads of the run's settings; `run_settings`
-    travels to a Ray worker, which rebuilds the experiment from it (experiment.rebuild)."""
-    from reinagent.executors import ExecutorSettings
-
-    return ExecutorSettings(name=config.executor, ray_address=config.ray_address,
-                            models=(config.actor_model, config.reflection_model), base_url=config.base_url,
-                            precision=config.precision, run_settings=config.model_dump_json())
 
 
 def _pending(exp, done: dict[Key, TrialRecord], trial: int) -> list[Task]:

@@ -123,8 +123,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("learn", ("reinagent.rl", "reinagent.distil")),
     ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair",
              "reinagent.branch", "reinagent.first_programs")),
+    ("assemble", ("reinagent.plan", "reinagent.experiment", "reinagent.episode", "reinagent.preflight")),
     ("exec", ("reinagent.executors",)),
-    ("assemble", ("reinagent.experiment", "reinagent.episode", "reinagent.preflight")),
     ("explore", ("reinagent.rollouts", "reinagent.service")),
     ("tasks", ("reinagent.benchmarks",)),
     ("act", ("reinagent.agents", "reinagent.reflector", "reinagent.memory")),
@@ -135,7 +135,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "reinagent.paths", "reinagent.redact", "reinagent.provenance", "reinagent.names", "reinagent.text", "reinagent.terminal",
               "reinagent.strategy",  # strategy.py: an enum config.py validates against; imports nothing
               "reinagent.reference",  # reference.py: the reference code's settings, read by a config
-              "reinagent.seal", "reinagent.runfiles")),  # a run's endpoint seal; bounded reads of run files
+              "reinagent.seal", "reinagent.runfiles",
+              "reinagent.settings")),  # settings.py: each part's own settings records  # a run's endpoint seal; bounded reads of run files
 ]
 
 # Imports up a layer that the code still makes, each with its reason (to mend, not to copy).

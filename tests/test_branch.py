@@ -142,13 +142,13 @@ def test_cli_branch(tmp_path):
 def test_reflection_max_tokens_reaches_the_reflector_and_a_resume_cannot_change_it(tmp_path):
     """`--reflection-max-tokens N` (a model trained to reflect in N tokens is measured with N)."""
     from reinagent.config import build_config
-    from reinagent.experiment import make_experiment, prepare
+    from reinagent.experiment import build
+    from reinagent.plan import resolve
 
-    config, bench, tasks = prepare(build_config(benchmark="arithmetic", num_envs=1, reflection_max_tokens=64,
-                                                model="scripted:x"))
-    assert make_experiment(config, bench, tasks, None, (None, None, [])).reflector.params.max_tokens == 64
-    config, bench, tasks = prepare(build_config(benchmark="arithmetic", num_envs=1, model="scripted:x"))
-    assert make_experiment(config, bench, tasks, None, (None, None, [])).reflector.params.max_tokens == 200
+    plan = resolve(build_config(benchmark="arithmetic", num_envs=1, reflection_max_tokens=64, model="scripted:x"))
+    assert build(plan, None, models=(None, None, [])).reflector.params.max_tokens == 64
+    plan = resolve(build_config(benchmark="arithmetic", num_envs=1, model="scripted:x"))
+    assert build(plan, None, models=(None, None, [])).reflector.params.max_tokens == 200
     one_line_error(run_cli("run", "--benchmark", "arithmetic", "--reflection-max-tokens", "0"), "--reflection-max-tokens")
     from reinagent.resuming import FIXED
 

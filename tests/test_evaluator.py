@@ -214,7 +214,8 @@ def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, r
 
     from reinagent.config import build_config
     from reinagent.errors import ModelError
-    from reinagent.experiment import Experiment, resolve
+    from reinagent.experiment import build
+    from reinagent.plan import resolve
     from reinagent.llm.scripted import ScriptedLLM
     from reinagent.memory import EpisodicMemory
     from reinagent.reflector import Reflector
@@ -237,11 +238,11 @@ def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, r
     search = {"mcts_iterations": 1, "mcts_children": 1, "value_samples": 1, "tot_depth": 1} if rollout == "mcts" else {}
     cfg = build_config(benchmark="humaneval", agent="coder", rollout=rollout, num_envs=1, num_trials=3, cache=False,
                        model="scripted:unused", **search)
-    bench, cfg = resolve(cfg)
-    task = bench.load_tasks(cfg.split)[0]
+    plan = resolve(cfg)
+    task = plan.tasks[0]
     store = type("S", (), {"run_dir": tmp_path})()
-    exp = Experiment(cfg, bench, bench.make_agent("coder", cfg), [task], llm, Reflector(llm, bench.reflection_examples),
-                     store)
+    exp = build(plan, store, models=(llm, llm, [llm]))
+    exp.reflector = Reflector(llm, plan.benchmark.reflection_examples)
     previous, records = None, []
     for trial in (1, 2, 3):
         previous = asyncio.run(run_episode(exp, task, trial, EpisodicMemory(window=3), previous))

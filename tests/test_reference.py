@@ -195,12 +195,12 @@ def test_plan_prompt_lists_past_plans_and_ends_with_new_plan():
 
 
 def test_alfworld_reflector_gets_plan_examples_with_the_plan_prompt():
-    from reinagent.benchmarks import make
-    from reinagent.experiment import make_experiment
+    from reinagent.experiment import build
+    from reinagent.plan import resolve
 
     def reflector(**settings):
-        config = _resolved(benchmark="alfworld", **settings)
-        return make_experiment(config, make("alfworld"), [], None, (None, None, [])).reflector
+        plan = resolve(RunConfig(benchmark="alfworld", model="scripted:x", **settings), task_ids=())
+        return build(plan, None, models=(None, None, [])).reflector
 
     plan, lesson = reflector(reflection_prompt="plan"), reflector()
     assert plan.style == "plan" and plan.examples.count("\nNew plan: ") == 2 and "Reflection:" not in plan.examples

@@ -27,11 +27,11 @@ def test_each_hotpotqa_agent_gets_examples_of_its_own_shape(agent, has_search, h
 
 
 def test_the_run_hands_the_agents_examples_to_its_reflector(tmp_path):
-    from reinagent.experiment import make_experiment
+    from reinagent.experiment import build
+    from reinagent.plan import resolve
 
-    bench = benchmarks.make("hotpotqa")
-    config = RunConfig(benchmark="hotpotqa", agent="cot-context", model="scripted:x")
-    exp = make_experiment(config, bench, [], None, (None, None, []))
+    plan = resolve(RunConfig(benchmark="hotpotqa", agent="cot-context", model="scripted:x"), task_ids=())
+    exp = build(plan, None, models=(None, None, []))
     assert "Context:" in exp.reflector.examples and "Search[" not in exp.reflector.examples
 
 

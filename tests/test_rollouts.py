@@ -26,9 +26,10 @@ LESSON = "LESSON: give the legal form in full"
 
 def test_registry_names_every_rollout_and_imports_lazily():
     assert set(_REGISTRY) == set(ROLLOUTS)
-    from reinagent.experiment import rollout_settings
+    from reinagent.plan import picked
+    from reinagent.settings import RolloutSettings
 
-    settings = rollout_settings(RunConfig())
+    settings = picked(RolloutSettings, RunConfig())
     for name in ("react", "tot", "mcts"):
         assert make_rollout(name, settings).name == name
     with pytest.raises(ConfigError, match="unknown rollout 'bfs'; valid: react, tot, mcts or multi-turn"):

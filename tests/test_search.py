@@ -22,7 +22,7 @@ from reinagent.memory import MemoryView
 from reinagent.records import Trajectory
 from reinagent.rollouts import Episode, make_rollout
 from reinagent.rollouts.branching import Branching
-from reinagent.runner import resolve, rollout_settings
+from reinagent.plan import resolve
 from reinagent.strategy import ReflexionStrategy
 
 LESSON = "LESSON: answer with the legal form"
@@ -55,11 +55,12 @@ class PromptModel(LLM):
 def episode(llm, rollout="mcts", agent="cot-context", strategy="reflexion", **settings):
     cfg = build_config(benchmark="hotpotqa", agent=agent, rollout=rollout, num_envs=1, cache=False,
                        model="scripted:unused", **settings)
-    bench, cfg = resolve(cfg)
-    task = bench.load_tasks(cfg.split)[0]
-    actor = Actor(llm, Trajectory(), f"{task.task_id}/trial1", Budget.of(cfg))
+    plan = resolve(cfg)
+    bench, cfg, task = plan.benchmark, plan.config, plan.tasks[0]
+    actor = Actor(llm, Trajectory(), f"{task.task_id}/trial1", Budget.of(plan.agent_settings))
     view = MemoryView(1, ReflexionStrategy(strategy))
-    return Episode(bench, bench.make_agent(cfg.agent, cfg), task, view, actor, cfg, rollout_settings(cfg)), cfg
+    return Episode(bench, bench.make_agent(cfg.agent, plan.agent_settings), task, view, actor, plan.task_settings,
+                   plan.rollout), cfg
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,8 +20,8 @@ from reinagent.records import Message, Step, Trajectory
 class ALFWorldExpertAgent(Agent):
     name: ClassVar[str] = "alfworld-expert"
 
-    def __init__(self, config: Any):
-        self.config = config
+    def __init__(self, settings: Any):
+        self.settings = settings  # unused: the expert follows the game's plan
 
     async def run(self, task: Any, env: Any, memory: MemoryView, actor: Actor) -> Trajectory:
         return await play_game(task, env, actor, lambda observation: [Message(role="user", content=observation)],

@@ -139,17 +139,17 @@ async def play_game(task: Any, env: Any, actor: Actor, opening: Callable[[str], 
 class ALFWorldReactAgent(Agent):
     name: ClassVar[str] = "react"
 
-    def __init__(self, config: Any):
-        self.max_steps = config.max_steps or DEFAULT_MAX_STEPS
-        self.demos = config.alfworld_demos
-        self.looping = repeats_last if config.alfworld_loop == "repeat" else is_loop
-        self.retries = config.short_reply_retries
+    def __init__(self, settings: Any):
+        self.max_steps = settings.max_steps or DEFAULT_MAX_STEPS
+        self.demos = settings.alfworld_demos
+        self.looping = repeats_last if settings.alfworld_loop == "repeat" else is_loop
+        self.retries = settings.short_reply_retries
         # One line per turn: stopping at the newline keeps a chatty model from inventing the
         # environment's answer. A command is ~10 tokens and a thought ~50; the cap stops a small
         # model that copies the room description from spending a minute on one turn.
         self.params = GenerationParams(
-            max_tokens=min(config.max_tokens, MAX_TURN_TOKENS), temperature=config.temperature,
-            stop=("\n",), seed=config.seed,
+            max_tokens=min(settings.max_tokens, MAX_TURN_TOKENS), temperature=settings.temperature,
+            stop=("\n",), seed=settings.seed,
         )
 
     def prompt(self, task: Any, observation: str, memory: MemoryView) -> list[Message]:

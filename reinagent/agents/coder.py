@@ -25,6 +25,7 @@ from reinagent.memory import MemoryView
 from reinagent.programming import prompts
 from reinagent.programming.extract import doctest_asserts, extract_code, extract_tests
 from reinagent.records import Message, Step, Trajectory
+from reinagent.settings import AgentSettings
 from reinagent.task import Task
 
 DEFAULT_MAX_TOKENS = 768  # a function with helpers does not fit the framework-wide default of 256
@@ -33,18 +34,15 @@ DEFAULT_MAX_TOKENS = 768  # a function with helpers does not fit the framework-w
 class CoderAgent(Agent):
     name: ClassVar[str] = "coder"
 
-    def __init__(self, config):
-        # The framework-wide default means "the agent's default". Compared by value, not by
-        # model_fields_set: a config rebuilt from spec.json on resume has every field set, and
-        # must ask for the same max_tokens as the run it continues.
-        framework_default = type(config).model_fields["max_tokens"].default
-        explicit = "max_tokens" in config.model_fields_set and config.max_tokens != framework_default
-        max_tokens = config.max_tokens if explicit else DEFAULT_MAX_TOKENS
-        self.num_tests = config.num_internal_tests
-        self.kept = getattr(config, "internal_tests_kept", None)  # None: every test written
-        self.seed = config.seed
-        self.impl_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
-        self.test_params = GenerationParams(max_tokens=max_tokens, temperature=config.temperature, seed=config.seed)
+    def __init__(self, settings: AgentSettings):
+        # The framework-wide default means "the agent's default" (plan.resolve decides
+        # `max_tokens_given` by value, so a resumed run asks for the same max_tokens).
+        max_tokens = settings.max_tokens if settings.max_tokens_given else DEFAULT_MAX_TOKENS
+        self.num_tests = settings.num_internal_tests
+        self.kept = settings.internal_tests_kept  # None: every test written
+        self.seed = settings.seed
+        self.impl_params = GenerationParams(max_tokens=max_tokens, temperature=settings.temperature, seed=settings.seed)
+        self.test_params = GenerationParams(max_tokens=max_tokens, temperature=settings.temperature, seed=settings.seed)
 
     # --- prompts ---------------------------------------------------------------------------------
 

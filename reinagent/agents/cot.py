@@ -15,11 +15,11 @@ from reinagent.records import Message, Trajectory
 class CotAgent(Agent):
     name: ClassVar[str] = "cot"
 
-    def __init__(self, config, *, with_context: bool):
+    def __init__(self, settings, *, with_context: bool):
         self.with_context = with_context
         self.name = "cot-context" if with_context else "cot-no-context"
         self.params = GenerationParams(
-            max_tokens=config.max_tokens, temperature=config.temperature, stop=STOP, seed=config.seed
+            max_tokens=settings.max_tokens, temperature=settings.temperature, stop=STOP, seed=settings.seed
         )
 
     def task_text(self, task) -> str:

@@ -16,8 +16,8 @@ from reinagent.benchmarks import gsm8k_prompts as prompts
 class MathCotAgent(CotAgent):
     name: ClassVar[str] = "cot"
 
-    def __init__(self, config):
-        super().__init__(config, with_context=False)
+    def __init__(self, settings):
+        super().__init__(settings, with_context=False)
         self.name = "cot"
 
     def examples(self) -> str:

@@ -18,10 +18,10 @@ DEFAULT_PROMPT_TOKENS = 3896  # the paper's budget for the whole ReAct prompt
 class ReactAgent(Agent):
     name: ClassVar[str] = "react"
 
-    def __init__(self, config):
-        self.max_prompt_tokens = config.max_prompt_tokens or DEFAULT_PROMPT_TOKENS
+    def __init__(self, settings):
+        self.max_prompt_tokens = settings.max_prompt_tokens or DEFAULT_PROMPT_TOKENS
         self.params = GenerationParams(
-            max_tokens=min(config.max_tokens, 160), temperature=config.temperature, stop=STOP, seed=config.seed
+            max_tokens=min(settings.max_tokens, 160), temperature=settings.temperature, stop=STOP, seed=settings.seed
         )
 
     def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:

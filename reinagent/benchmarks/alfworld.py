@@ -62,12 +62,12 @@ class ALFWorld(Benchmark):
 
     # --- data --------------------------------------------------------------------------------
 
-    def check_config(self, config) -> None:
-        # load_tasks() gets no config, so the data folder chosen by the config is kept here.
-        self._data_override = config.alfworld_data
+    def check_config(self, settings) -> None:
+        # load_tasks() gets no settings, so the data folder the run chose is kept here.
+        self._data_override = settings.alfworld_data
         self._root = None
         self.root  # fail now (bad folder, missing archive), before a run directory exists
-        if config.agent == "alfworld-expert":
+        if settings.agent == "alfworld-expert":
             expert_kind()
 
     @property
@@ -89,36 +89,36 @@ class ALFWorld(Benchmark):
 
     # --- episodes ----------------------------------------------------------------------------
 
-    def make_env(self, task: Task, config) -> Env:
+    def make_env(self, task: Task, settings) -> Env:
         from reinagent.benchmarks.alfworld_env import ALFWorldEnv, WorkerPool, default_workers
 
         assert isinstance(task, ALFWorldTask)
         if self._pool is None:
             # One worker per concurrent episode, as many as the runner lets run at once.
-            self._pool = WorkerPool(config.max_concurrency or default_workers())
-        expert = expert_kind() if config.agent == "alfworld-expert" else None
+            self._pool = WorkerPool(settings.max_concurrency or default_workers())
+        expert = expert_kind() if settings.agent == "alfworld-expert" else None
         default = EXPERT_MAX_STEPS if expert else DEFAULT_MAX_STEPS
         return ALFWorldEnv(
             self._pool,
             self.root / task.game,
             game_id=task.task_id,
             task_type=task.task_type,
-            max_steps=config.max_steps or default,
+            max_steps=settings.max_steps or default,
             expert=expert,
         )
 
-    def make_agent(self, name: str, config) -> Any:
+    def make_agent(self, name: str, settings) -> Any:
         if name == "react":
             from reinagent.agents.alfworld_react import ALFWorldReactAgent
 
-            return ALFWorldReactAgent(config)
+            return ALFWorldReactAgent(settings)
         if name == "alfworld-expert":
             from reinagent.agents.alfworld_expert import ALFWorldExpertAgent
 
-            return ALFWorldExpertAgent(config)
+            return ALFWorldExpertAgent(settings)
         raise ConfigError(f"unknown agent {name!r} for alfworld; valid: react or alfworld-expert")
 
-    async def evaluate(self, task: Task, trajectory: Trajectory, config) -> Evaluation:
+    async def evaluate(self, task: Task, trajectory: Trajectory, settings) -> Evaluation:
         # The agent copies the engine's info["won"] into the trajectory; `done` alone is not success.
         won = bool(trajectory.extra.get("won", False))
         return Evaluation(

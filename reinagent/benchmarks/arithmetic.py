@@ -106,15 +106,15 @@ class Arithmetic(Benchmark):
             raise ConfigError(f"unknown split {split!r} for {self.name}; valid: {choices(SPLITS)}")
         return list(all_tasks(self.top, self.test_size)[split])
 
-    def make_env(self, task: MathTask, config) -> Env:
-        return MathEnv(task, getattr(config, "max_steps", None) or 1)
+    def make_env(self, task: MathTask, settings) -> Env:
+        return MathEnv(task, getattr(settings, "max_steps", None) or 1)
 
-    def make_agent(self, name: str, config) -> ArithmeticAgent:
+    def make_agent(self, name: str, settings) -> ArithmeticAgent:
         if name != "cot":
             raise ConfigError(f"unknown agent {name!r} for arithmetic; valid: {choices(self.agents)}")
-        return ArithmeticAgent(config)
+        return ArithmeticAgent(settings)
 
-    async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
+    async def evaluate(self, task: MathTask, trajectory: Trajectory, settings) -> Evaluation:
         verdict = judge(trajectory.answer, task.answer, task.question)
         return Evaluation(success=verdict.success, reward=float(verdict.success),
                           detail={"gold": task.answer, "predicted": verdict.value})
@@ -150,7 +150,7 @@ class Arithmetic20(Arithmetic):
             raise ConfigError(f"unknown split {split!r} for {self.name}; valid: {choices(self.splits)}")
         return super().load_tasks(split)
 
-    def make_agent(self, name: str, config) -> ArithmeticAgent:
-        agent = super().make_agent(name, config)
+    def make_agent(self, name: str, settings) -> ArithmeticAgent:
+        agent = super().make_agent(name, settings)
         agent.system_text = SYSTEM.replace("one-digit numbers", "numbers from 0 to 19")
         return agent

@@ -11,7 +11,7 @@ from reinagent.task import Task  # re-exported: `reinagent.benchmarks.base.Task`
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Agent
-    from reinagent.config import RunConfig
+    from reinagent.settings import AgentSettings, BenchmarkSettings
 
 __all__ = ["Benchmark", "Task"]
 
@@ -51,21 +51,21 @@ class Benchmark(abc.ABC):
         """All tasks of a split, in file order."""
 
     @abc.abstractmethod
-    def make_env(self, task: Task, config: RunConfig) -> Env:
+    def make_env(self, task: Task, settings: BenchmarkSettings) -> Env:
         """A fresh environment for one episode of `task`."""
 
-    def make_judged_env(self, task: Task, config: RunConfig) -> Env:
+    def make_judged_env(self, task: Task, settings: BenchmarkSettings) -> Env:
         """An environment whose reward and `info["success"]` are the benchmark's verdict, as
         `evaluate` gives it: what `serve-env` and Gymnasium hand out, where no evaluator runs after
         the episode. Most environments reward the verdict already; programming ones override."""
-        return self.make_env(task, config)
+        return self.make_env(task, settings)
 
     @abc.abstractmethod
-    def make_agent(self, name: str, config: RunConfig) -> Agent:
+    def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         """The agent called `name` (one of `agents`)."""
 
     @abc.abstractmethod
-    async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
+    async def evaluate(self, task: Task, trajectory: Trajectory, settings: BenchmarkSettings) -> Evaluation:
         """Decide success. Runs after the episode; may run hidden tests."""
 
     def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
@@ -73,7 +73,7 @@ class Benchmark(abc.ABC):
         recorded (never the hidden tests); None for a benchmark without internal tests."""
         return None
 
-    def check_config(self, config: RunConfig) -> None:  # noqa: B027
+    def check_config(self, settings: BenchmarkSettings) -> None:  # noqa: B027
         """Raise ConfigError for settings this benchmark cannot run (checked before any work)."""
 
     def settings(self) -> dict[str, Any]:

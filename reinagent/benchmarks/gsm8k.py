@@ -125,17 +125,17 @@ class GSM8K(Benchmark):
             raise ConfigError(f"unknown split {split!r} for gsm8k; valid: {choices(SPLITS)}")
         return list(_load_split(split))
 
-    def make_env(self, task: MathTask, config) -> Env:
-        return MathEnv(task, config.max_steps or 1)
+    def make_env(self, task: MathTask, settings) -> Env:
+        return MathEnv(task, settings.max_steps or 1)
 
-    def make_agent(self, name: str, config):
+    def make_agent(self, name: str, settings):
         if name != "cot":
             raise ConfigError(f"unknown agent {name!r} for gsm8k; valid: {choices(self.agents)}")
         from reinagent.agents.math_cot import MathCotAgent
 
-        return MathCotAgent(config)
+        return MathCotAgent(settings)
 
-    async def evaluate(self, task: MathTask, trajectory: Trajectory, config) -> Evaluation:
+    async def evaluate(self, task: MathTask, trajectory: Trajectory, settings) -> Evaluation:
         verdict = judge(trajectory.answer, task.answer, task.question)
         return Evaluation(success=verdict.success, reward=float(verdict.success),
                           detail={"gold": task.answer, "predicted": verdict.value})

@@ -247,32 +247,32 @@ class HotpotQA(Benchmark):
             raise ConfigError(f"unknown split {split!r} for hotpotqa; valid: {choices(SPLIT_FILES)}")
         return list(_load_split(split))
 
-    def check_config(self, config) -> None:
-        if config.agent in ("react", "cot-context") and config.split == "dev-qa7405":
+    def check_config(self, settings) -> None:
+        if settings.agent in ("react", "cot-context") and settings.split == "dev-qa7405":
             raise ConfigError(
-                f"split dev-qa7405 has no paragraphs, which {config.agent} needs; "
+                f"split dev-qa7405 has no paragraphs, which {settings.agent} needs; "
                 "use hard100 or dev-first100, or the cot-no-context agent"
             )
 
-    def make_env(self, task: HotpotTask, config) -> Env:
-        if config.agent == "react":
-            return DocstoreEnv(task, config.max_steps or 6)
-        return AnswerEnv(task, config.max_steps or 1)
+    def make_env(self, task: HotpotTask, settings) -> Env:
+        if settings.agent == "react":
+            return DocstoreEnv(task, settings.max_steps or 6)
+        return AnswerEnv(task, settings.max_steps or 1)
 
-    def make_agent(self, name: str, config):
+    def make_agent(self, name: str, settings):
         if name == "react":
             from reinagent.agents.react import ReactAgent
 
-            return ReactAgent(config)
+            return ReactAgent(settings)
         from reinagent.agents.cot import CotAgent
 
         if name == "cot-context":
-            return CotAgent(config, with_context=True)
+            return CotAgent(settings, with_context=True)
         if name == "cot-no-context":
-            return CotAgent(config, with_context=False)
+            return CotAgent(settings, with_context=False)
         raise ConfigError(f"unknown agent {name!r} for hotpotqa; valid: {choices(self.agents)}")
 
-    async def evaluate(self, task: HotpotTask, trajectory: Trajectory, config) -> Evaluation:
+    async def evaluate(self, task: HotpotTask, trajectory: Trajectory, settings) -> Evaluation:
         success = exact_match(trajectory.answer, task.answer)
         return Evaluation(
             success=success, reward=float(success), f1=f1_score(trajectory.answer, task.answer),

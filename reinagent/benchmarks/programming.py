@@ -23,7 +23,7 @@ from reinagent.sandbox import ExecJob, ExecResult, HiddenJob, Sandbox
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Agent
-    from reinagent.config import RunConfig
+    from reinagent.settings import AgentSettings, BenchmarkSettings
 
 
 class ProgrammingTask(Task):
@@ -101,9 +101,9 @@ class ProgrammingEnv(Env):
 
     blocking = True  # sandboxed runs block: agents step this env off the event loop
 
-    def __init__(self, bench: ProgrammingBenchmark, task: ProgrammingTask, config: RunConfig,
+    def __init__(self, bench: ProgrammingBenchmark, task: ProgrammingTask, timeout_s: float,
                  judged: bool = False):
-        self.bench, self.task, self.timeout_s, self.judged = bench, task, config.timeout_s, judged
+        self.bench, self.task, self.timeout_s, self.judged = bench, task, timeout_s, judged
         self.internal_tests: list[str] = []
 
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
@@ -236,23 +236,23 @@ class ProgrammingBenchmark(Benchmark):
                 f"{self.sandbox.mode.value!r} lets code reach the network and host files): install it "
                 "(`apt-get install bubblewrap`) or pass --allow-weak-sandbox")
 
-    def check_config(self, config: RunConfig) -> None:
-        self.require_strong_sandbox(config.allow_weak_sandbox)
+    def check_config(self, settings: BenchmarkSettings) -> None:
+        self.require_strong_sandbox(settings.allow_weak_sandbox)
 
-    def make_env(self, task: Task, config: RunConfig) -> Env:
+    def make_env(self, task: Task, settings: BenchmarkSettings) -> Env:
         assert isinstance(task, ProgrammingTask)
-        return ProgrammingEnv(self, task, config)
+        return ProgrammingEnv(self, task, settings.timeout_s)
 
-    def make_judged_env(self, task: Task, config: RunConfig) -> Env:
+    def make_judged_env(self, task: Task, settings: BenchmarkSettings) -> Env:
         assert isinstance(task, ProgrammingTask)
-        return ProgrammingEnv(self, task, config, judged=True)
+        return ProgrammingEnv(self, task, settings.timeout_s, judged=True)
 
-    def make_agent(self, name: str, config: RunConfig) -> Agent:
+    def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         if name != "coder":
             raise ConfigError(f"unknown agent {name!r} for {self.name}; valid: {choices(self.agents)}")
         from reinagent.agents.coder import CoderAgent
 
-        return CoderAgent(config)
+        return CoderAgent(settings)
 
     def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
         """Every internal test passed (the sandbox's `passed`: all reported ok; a syntax error or
@@ -261,13 +261,13 @@ class ProgrammingBenchmark(Benchmark):
         result = trajectory.extra.get("internal_result")
         return bool(isinstance(result, dict) and result.get("passed") is True)
 
-    async def evaluate(self, task: Task, trajectory: Trajectory, config: RunConfig) -> Evaluation:
+    async def evaluate(self, task: Task, trajectory: Trajectory, settings: BenchmarkSettings) -> Evaluation:
         assert isinstance(task, ProgrammingTask)
         code = trajectory.answer or ""
         syntax = syntax_error(code) if code.strip() else "no code in the model's reply"
         if syntax is not None:
             return Evaluation(success=False, reward=0.0, detail={"reason": "syntax", "message": syntax})
-        result = await self.sandbox.ajudge(self.hidden_job(task, code, config.timeout_s))
+        result = await self.sandbox.ajudge(self.hidden_job(task, code, settings.timeout_s))
         raise_if_sandbox_failed(result)  # an error of this (task, trial), not a failed attempt
         detail = {
             "reason": result.reason,

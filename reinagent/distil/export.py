@@ -59,8 +59,9 @@ class ExportStats:
 class PromptRewriter:
     """Re-renders first prompts of one run's episodes (benchmark, agent and tasks made lazily)."""
 
-    def __init__(self, config: Any, records: dict[tuple[str, int], TrialRecord]):
-        self.config, self.records = config, records
+    def __init__(self, config: dict[str, Any], records: dict[tuple[str, int], TrialRecord]):
+        self.config, self.records = config, records  # config: the run's, as its spec.json records it
+        self.strategy = ReflexionStrategy(str(config["strategy"]).strip().lower())
         self._agent: Any = None
         self._tasks: dict[str, Any] | None = None
 
@@ -68,19 +69,20 @@ class PromptRewriter:
         if self._tasks is not None:
             return
         from reinagent.benchmarks import make
+        from reinagent.plan import agent_settings
 
-        bench = make(self.config.benchmark)
-        self._agent = bench.make_agent(self.config.agent, self.config)
-        self._tasks = {t.task_id: t for t in bench.load_tasks(self.config.split)}
+        bench = make(self.config["benchmark"])
+        self._agent = bench.make_agent(self.config["agent"], agent_settings(self.config))
+        self._tasks = {t.task_id: t for t in bench.load_tasks(self.config["split"])}
 
     def view(self, rec: TrialRecord) -> MemoryView:
         """The memory the actor was shown in this trial, rebuilt from the record and its predecessor."""
         last_attempt = None
         prev = self.records.get((rec.task_id, rec.trial - 1))
-        if self.config.strategy.uses_last_attempt and prev is not None:
+        if self.strategy.uses_last_attempt and prev is not None:
             self._load()  # only the agent can render the previous attempt
             last_attempt = self._agent.render_last_attempt(self._tasks[rec.task_id], prev.trajectory)
-        return MemoryView(rec.trial, self.config.strategy, tuple(rec.memory), last_attempt)
+        return MemoryView(rec.trial, self.strategy, tuple(rec.memory), last_attempt)
 
     def rewrite(self, rec: TrialRecord, prompt: list[Message], options: ExportOptions) -> list[Message]:
         """The prompt as the options want it; ValueError (the reason) when that cannot be done safely."""
@@ -132,7 +134,7 @@ def expand_run_dirs(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
-def _example(run_dir: Path, config: Any, rec: TrialRecord, messages: list[Message], removed: bool, few_shot: bool) -> dict[str, Any]:
+def _example(run_dir: Path, config: dict[str, Any], rec: TrialRecord, messages: list[Message], removed: bool, few_shot: bool) -> dict[str, Any]:
     chat = [{"role": m.role, "content": m.content} for m in messages]
     digest = hashlib.sha256(json.dumps(chat, sort_keys=True).encode()).hexdigest()[:16]
     steps = rec.trajectory.steps
@@ -140,11 +142,11 @@ def _example(run_dir: Path, config: Any, rec: TrialRecord, messages: list[Messag
         "messages": chat,
         "example_id": digest,
         "run_dir": str(run_dir),
-        "benchmark": config.benchmark,
-        "agent": config.agent,
-        "split": config.split,
-        "strategy": config.strategy.value,
-        "model": config.model,
+        "benchmark": config["benchmark"],
+        "agent": config["agent"],
+        "split": config["split"],
+        "strategy": str(config["strategy"]).strip().lower(),
+        "model": config["model"],
         "task_id": rec.task_id,
         "trial": rec.trial,
         "reward": rec.reward,
@@ -158,14 +160,14 @@ def _example(run_dir: Path, config: Any, rec: TrialRecord, messages: list[Messag
 
 def collect(run_dirs: Sequence[str | Path], options: ExportOptions = ExportOptions()) -> tuple[list[dict[str, Any]], ExportStats]:
     """Examples from every successful trajectory of the runs, filtered and deduplicated."""
-    from reinagent.config import RunConfig
     from reinagent.runner import load_run
 
     stats, skipped = ExportStats(), Counter()
     examples: list[dict[str, Any]] = []
     for run_dir in expand_run_dirs(run_dirs):
         spec, records = load_run(run_dir)
-        config = RunConfig(**spec.config)
+        config = spec.config
+        strategy = ReflexionStrategy(str(config["strategy"]).strip().lower())
         stats.runs.append(str(run_dir))
         stats.records += len(records)
         rewriter = PromptRewriter(config, {(r.task_id, r.trial): r for r in records})
@@ -176,7 +178,7 @@ def collect(run_dirs: Sequence[str | Path], options: ExportOptions = ExportOptio
                 continue
             n0 = rec.trajectory.steps[0].prompt_len
             prompt, turns = rec.trajectory.messages[:n0], rec.trajectory.messages[n0:]
-            has_memory = bool(rec.memory) or (config.strategy.uses_last_attempt and rec.trial > 1)
+            has_memory = bool(rec.memory) or (strategy.uses_last_attempt and rec.trial > 1)
             needs_rewrite = (options.drop_reflections and has_memory) or not options.few_shot
             try:
                 new_prompt = rewriter.rewrite(rec, prompt, options) if needs_rewrite else prompt

@@ -26,7 +26,7 @@ class EpisodeParts:
 @dataclass(frozen=True)
 class ExecutorSettings:
     """The run settings an executor reads (the --flags of the same names), resolved by the layer
-    above (schedule.executor_settings): an executor never reads the run's config."""
+    above (plan.resolve): an executor never reads the run's config."""
 
     name: str = "local"  # --executor: local or ray
     ray_address: str | None = None  # --executor ray: a running cluster; None: start a local one

@@ -174,6 +174,15 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 
 
+def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_env: str | None = None) -> tuple[str, ...]:
+    """Each model's backend (a ConfigError naming the choices for an unknown one), and the keys the
+    hosted ones need: everything about the models that can be known without asking a server."""
+    kinds = tuple(backend_of(model, base_url) for model in models)
+    for model in dict.fromkeys(models):
+        check_credentials(model, base_url, api_key_env)
+    return kinds
+
+
 def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
     """Fail before any work starts when a hosted model's API key is missing."""
     from unittest import mock

@@ -180,7 +180,7 @@ def grammar_function(grammar: str) -> str | Callable[[Sequence[Message], Generat
 
 @dataclass(frozen=True)
 class GrammarChoice:
-    """The actor's grammar as the run resolved it (experiment.grammar_choice): this package knows
+    """The actor's grammar as the run resolved it (plan.resolve): this package knows
     no benchmark or agent, so their grammar and their names come in here."""
 
     wanted: bool | None  # --constrained (True), --no-constrained (False), None: where the engine can
@@ -227,6 +227,15 @@ def grammar_of(benchmark: str, agent: str, rollout: str) -> str | None:
         # a fence too) and the implementation (extract_code reads the fenced block)
         return code_block_regex()
     return None
+
+
+def choose_grammar(wanted: bool | None, benchmark: str, agent: str, rollout: str, model: str,
+                   base_url: str | None, precision: str | None = None) -> tuple[GrammarChoice, bool]:
+    """The actor's grammar choice for a run (--constrained `wanted`), and what it comes to for the
+    actor `model` (resolved_constrained): what the plan hands the model stack and the spec records."""
+    grammar = grammar_of(benchmark, agent, rollout) if wanted is not False else None
+    choice = GrammarChoice(wanted, grammar, f"{benchmark} {agent} with rollout {rollout}")
+    return choice, resolved_constrained(choice, model, base_url, precision)
 
 
 def resolved_constrained(choice: GrammarChoice, model: str, base_url: str | None, precision: str | None = None) -> bool:

@@ -4,7 +4,7 @@
 
 The cache is outermost so that a hit never waits for a slot under the per-model limit. What the
 stack depends on of a run's settings is `ModelSettings`, resolved by the caller
-(`experiment.model_settings`): this layer never reads a run's whole config.
+(filled by plan.resolve): this layer never reads a run's whole config.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
               grammar: GrammarChoice | None = None) -> LLM:
     """Backend for `model` as `settings` configure it. `run_key` names the run for the response
     cache: with cache_scope "run" (the default) only calls of that run are replayed. `grammar`
-    (the actor's, resolved by experiment.grammar_choice) holds the actor to it where it applies."""
+    (the actor's, resolved by plan.resolve) holds the actor to it where it applies."""
     kind = backend_of(model, settings.base_url)
     backend = make_llm(model, base_url=settings.base_url, role=role, api_key_env=settings.api_key_env,
                        precision=settings.precision, deterministic=settings.deterministic)

@@ -72,8 +72,9 @@ class RLAgent:
             self.policy, self.tokenizer = model, tokenizer
         self.weights = "in-memory policy" if self.policy is not None else weights_name(self.config.model)
         self.on_progress: Any = None  # handed to token rollouts: (episodes done, episodes, tokens, seconds)
-        self.bench, self.run_config = resolve_env(self.config)
-        self.agent = self.bench.make_agent(self.run_config.agent, self.run_config)
+        self.plan = resolve_env(self.config)
+        self.bench, self.run_config = self.plan.benchmark, self.plan.config
+        self.agent = self.bench.make_agent(self.run_config.agent, self.plan.agent_settings)
 
     # --- the policy ------------------------------------------------------------------------------
 
@@ -107,7 +108,7 @@ class RLAgent:
                               f"(scripted:FILE, provider/name, base_url); a trainable policy plays token rollouts: "
                               f"valid here: {choices(TOKEN_ROLLOUTS.values())}")
         _, tokenizer = self.ensure_policy()
-        rollout = TokenRollout(self.bench, self.agent, tokenizer, self.config, self.run_config)
+        rollout = TokenRollout(self.bench, self.agent, tokenizer, self.config, self.plan)
         rollout.on_progress = self.on_progress
         return rollout
 
@@ -146,7 +147,7 @@ class RLAgent:
     def run(self, task_description: str) -> EpisodeResult:
         """One episode of the task the description names (a task id, its question, or for
         arithmetic any 'a + b'); greedy unless eval_temperature > 0."""
-        task = find_task(self.bench, self.run_config, task_description)
+        task = find_task(self.bench, task_description)
         if self.policy is None:
             self.check_text_settings()
         if self.policy is not None:
@@ -161,16 +162,16 @@ class RLAgent:
         from reinagent.agents.base import Actor, Budget
         from reinagent.memory import MemoryView
         from reinagent.rollouts import Episode, make_rollout
-        from reinagent.runner import build_models, rollout_settings
+        from reinagent.experiment import build_models
         from reinagent.strategy import ReflexionStrategy
 
-        cfg = self.run_config
-        settings = rollout_settings(cfg)
-        actor_llm, _, llms = build_models(cfg)
+        plan = self.plan
+        actor_llm, _, llms = build_models(plan)
         try:
-            actor = Actor(actor_llm, Trajectory(), f"{task.task_id}/rl", budget=Budget.of(cfg))
-            episode = Episode(self.bench, self.agent, task, MemoryView(1, ReflexionStrategy.NONE), actor, cfg, settings)
-            return await make_rollout(cfg.rollout, settings).run(episode)
+            actor = Actor(actor_llm, Trajectory(), f"{task.task_id}/rl", budget=Budget.of(plan.agent_settings))
+            episode = Episode(self.bench, self.agent, task, MemoryView(1, ReflexionStrategy.NONE), actor,
+                              plan.task_settings, plan.rollout)
+            return await make_rollout(plan.config.rollout, plan.rollout).run(episode)
         finally:
             for llm in llms:
                 await llm.aclose()
@@ -193,14 +194,19 @@ class RLAgent:
         self.publish(run_dir)
         return run_dir
 
+    def plan_of(self, tasks: list, **update: Any):
+        """The plan of a run of these tasks with `update` to its settings (what its spec records)."""
+        import dataclasses
+
+        return dataclasses.replace(self.plan, config=self.run_config.model_copy(update=update), tasks=tuple(tasks))
+
     def _collect_tokens(self, split: str, num: int | None, run_dir: Path) -> Path:
-        from reinagent.runner import make_spec
+        from reinagent.experiment import make_spec
         from reinagent.store import RunStore
 
         tasks = self.bench.load_tasks(split)[:num]
-        config = self.run_config.model_copy(update={"split": split, "num_envs": num, "run_dir": str(run_dir),
-                                                    "model": f"policy:{self.config.model}"})
-        store = RunStore.create(run_dir, make_spec(config, tasks, {"rl": self.config.model_dump(mode="json")}))
+        plan = self.plan_of(tasks, split=split, num_envs=num, run_dir=str(run_dir), model=f"policy:{self.config.model}")
+        store = RunStore.create(run_dir, make_spec(plan, {"rl": self.config.model_dump(mode="json")}))
         try:
             episodes = self.token_rollout().run(self.policy, tasks, temperature=self.config.eval_temperature,
                                                 seed=self.config.seed)
@@ -251,9 +257,8 @@ class RLAgent:
         split = cfg.split or ("train" if "train" in self.bench.splits else self.bench.default_split)
         tasks = self.bench.load_tasks(split)[: cfg.num_tasks]
         model, tokenizer = self.ensure_policy()
-        run_config = self.run_config.model_copy(update={"split": split, "num_envs": cfg.num_tasks,
-                                                        "temperature": cfg.temperature})
-        summary = train_policy(model, tokenizer, rollout, tasks, cfg, run_config, Path(output_dir or cfg.output_dir),
+        plan = self.plan_of(tasks, split=split, num_envs=cfg.num_tasks, temperature=cfg.temperature)
+        summary = train_policy(model, tokenizer, rollout, tasks, cfg, plan, Path(output_dir or cfg.output_dir),
                                learning_rate=learning_rate or cfg.learning_rate, num_epochs=num_epochs or cfg.num_epochs,
                                batch_size=batch_size or cfg.batch_size, method=method,
                                max_steps=max_steps if max_steps is not None else cfg.max_steps, on_step=on_step)

@@ -11,10 +11,15 @@ from __future__ import annotations
 import re
 
 from reinagent import benchmarks
+from typing import TYPE_CHECKING
+
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.config import RunConfig
 from reinagent.errors import ConfigError, choices
 from reinagent.rl.config import RLAgentConfig
+
+if TYPE_CHECKING:
+    from reinagent.plan import Plan
 
 # benchmarks whose environment takes a whole reply as the answer: token rollouts (training) need it
 TRAINABLE = ("arithmetic", "arithmetic20", "gsm8k")
@@ -65,10 +70,12 @@ def run_config_of(cfg: RLAgentConfig, *, split: str | None = None, **extra) -> R
         raise ConfigError(f"[rl] settings are not a valid run: {str(err).splitlines()[-1].strip()}") from None
 
 
-def resolve_env(cfg: RLAgentConfig, *, split: str | None = None, **extra) -> tuple[Benchmark, RunConfig]:
-    from reinagent.runner import resolve
+def resolve_env(cfg: RLAgentConfig, *, split: str | None = None, **extra) -> Plan:
+    """The plan of the runs an RL config stands for; its model is a policy the RL side loads
+    itself (a checkpoint directory too), so the run's model checks are left out."""
+    from reinagent.plan import resolve
 
-    return resolve(run_config_of(cfg, split=split, **extra))
+    return resolve(run_config_of(cfg, split=split, **extra), policy=True)
 
 
 def check_trainable(bench: Benchmark) -> None:
@@ -80,7 +87,7 @@ def check_trainable(bench: Benchmark) -> None:
 _SUM = re.compile(r"(?<!\d)(-?\d++)\s*+([+-])\s*+(-?\d++)")
 
 
-def find_task(bench: Benchmark, run_config: RunConfig, description: str) -> Task:
+def find_task(bench: Benchmark, description: str) -> Task:
     """The task a description names: a task id or question of any split, or (arithmetic) any
     'a + b' / 'a - b' written in it."""
     text = description.strip()

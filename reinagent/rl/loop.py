@@ -79,14 +79,14 @@ def plan_steps(cfg: RLAgentConfig, num_tasks: int, num_epochs: float, batch_size
 class RolloutLog:
     """Training episodes into a run directory (the same format as `reinagent run`)."""
 
-    def __init__(self, run_dir: Path, run_config: Any, tasks: list[Any], settings: dict[str, Any],
+    def __init__(self, run_dir: Path, plan: Any, settings: dict[str, Any],
                  resume_step: int | None = None):
-        from reinagent.runner import make_spec
+        from reinagent.experiment import make_spec
         from reinagent.store import RunStore
 
         self.run_dir = run_dir
         if resume_step is None:
-            self.store = RunStore.create(run_dir, make_spec(run_config, tasks, settings))
+            self.store = RunStore.create(run_dir, make_spec(plan, settings))
             return
         # Resuming: the steps after the checkpoint will be redone, so their episodes are retired first.
         self.store, _, records = RunStore.open(run_dir)
@@ -232,7 +232,7 @@ def uses_trl(cfg: RLAgentConfig, method: str) -> bool:
 
 
 def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig,
-                 run_config: Any, out: Path, *, learning_rate: float, num_epochs: float, batch_size: int,
+                 plan: Any, out: Path, *, learning_rate: float, num_epochs: float, batch_size: int,
                  method: str, max_steps: int | None, on_step: Any = None) -> TrainSummary:
     """Train `model` in place on `tasks`; write the output directory; return what happened."""
     from reinagent.rl.policy import save_checkpoint
@@ -282,7 +282,7 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
     scratch = scratch_dir(own)
     if cfg.rollout_engine == "openvino":
         rollout.engine = OpenVINORollouts(tokenizer, max_batch=cfg.max_workers, workdir=scratch / "openvino")
-    log = RolloutLog(own / "rollouts", run_config, tasks, settings, resume_step)
+    log = RolloutLog(own / "rollouts", plan, settings, resume_step)
     samples = cfg.group_size if method == "grpo" else max(1, cfg.group_size)
     summary = TrainSummary(checkpoint="", metrics=str(own / METRICS), rollouts=str(own / "rollouts"), method=method,
                            steps=steps, episodes=0, reward_first=0.0, reward_last=0.0, async_mode=cfg.async_mode)

@@ -83,9 +83,9 @@ class ReflectRollout:
 
     def __init__(self, rollout: TokenRollout):
         self.rollout = rollout
-        self.bench, self.agent, self.cfg, self.run_config = rollout.bench, rollout.agent, rollout.cfg, rollout.run_config
+        self.bench, self.agent, self.cfg, self.plan = rollout.bench, rollout.agent, rollout.cfg, rollout.plan
         # the Reflector's prompt (its model is the policy here, so no LLM is handed to it)
-        self.reflector = Reflector(None, self.bench.reflection_examples_for(self.run_config.agent),  # type: ignore[arg-type]
+        self.reflector = Reflector(None, self.bench.reflection_examples_for(self.plan.task_settings.agent),  # type: ignore[arg-type]
                                    max_tokens=self.cfg.reflection_max_tokens)
 
     # --- the prompts the trial loop would build -------------------------------------------------
@@ -97,7 +97,7 @@ class ReflectRollout:
 
     def retry_messages(self, task: Task, reflection: str) -> list[dict[str, str]]:
         """Trial 2's prompt under REFLEXION with this one reflection in the task's memory."""
-        memory = EpisodicMemory(window=self.run_config.memory_size)
+        memory = EpisodicMemory(window=self.plan.config.memory_size)
         memory.add(reflection)
         view = trial_view(2, ReflexionStrategy.REFLEXION, memory, None)
         return [m.model_dump() for m in self.agent.prompt(task, view)]
@@ -109,7 +109,7 @@ class ReflectRollout:
         from reinagent.runner import run_sync
 
         async def verdicts() -> list[Any]:
-            return await asyncio.gather(*(self.bench.evaluate(t, e.trajectory(), self.run_config) for t, e in items))
+            return await asyncio.gather(*(self.bench.evaluate(t, e.trajectory(), self.plan.task_settings) for t, e in items))
 
         return [bool(v.success) for v in run_sync(verdicts())] if items else []
 

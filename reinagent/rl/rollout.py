@@ -75,8 +75,8 @@ class TokenEpisode:
 class TokenRollout:
     """Generates TokenEpisodes of `bench` tasks with a transformers policy."""
 
-    def __init__(self, bench: Benchmark, agent: Any, tokenizer: Any, config: RLAgentConfig, run_config: Any):
-        self.bench, self.agent, self.tok, self.cfg, self.run_config = bench, agent, tokenizer, config, run_config
+    def __init__(self, bench: Benchmark, agent: Any, tokenizer: Any, config: RLAgentConfig, plan: Any):
+        self.bench, self.agent, self.tok, self.cfg, self.plan = bench, agent, tokenizer, config, plan  # plan: reinagent.plan.Plan
         self.ends = end_token_ids(tokenizer)
         self.end_text = end_of_turn_tokens(tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.ends[0]
@@ -201,7 +201,7 @@ class TokenRollout:
         return episodes, replaced
 
     def _new_env(self, task: Task) -> Any:
-        env = self.bench.make_env(task, self.run_config)
+        env = self.bench.make_env(task, self.plan.task_settings)
         env.reset(seed=self.cfg.seed)
         return env
 

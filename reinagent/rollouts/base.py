@@ -1,7 +1,7 @@
 """The Rollout interface: one episode of one task, as a strategy runs it, and the lazy registry
 (its names live in reinagent/names.py, below config.py, which checks them). What a rollout reads
-of the run's settings is `RolloutSettings`, resolved by `experiment.rollout_settings`; the run's
-config travels in the Episode only to be handed to the benchmark (`make_env`, `evaluate`)."""
+of the run's settings is `RolloutSettings` (reinagent/settings.py), filled by the plan; the
+benchmark's own settings travel in the Episode only to be handed to it (`make_env`, `evaluate`)."""
 
 from __future__ import annotations
 
@@ -13,38 +13,17 @@ from typing import TYPE_CHECKING, ClassVar
 from reinagent.errors import ConfigError
 from reinagent.records import Evaluation
 from reinagent.names import ROLLOUT_CLASSES, ROLLOUTS, check_rollout, register_rollout, rollout_names  # noqa: F401 - re-exported
+from reinagent.settings import BenchmarkSettings, RolloutSettings  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Actor, Agent
     from reinagent.benchmarks.base import Benchmark, Task
-    from reinagent.config import RunConfig
     from reinagent.env import Env
     from reinagent.memory import MemoryView
     from reinagent.records import Trajectory
     from reinagent.reflector import Reflector
 
 _REGISTRY = ROLLOUT_CLASSES  # the registry itself lives below config (reinagent/names.py)
-
-
-@dataclass(frozen=True)
-class RolloutSettings:
-    """The run settings rollouts read (the --flags of the same names, as RunConfig validated them)."""
-
-    max_steps: int | None  # the agent's step budget (None: the agent's default)
-    seed: int  # sampled value judgements derive their seeds from it
-    tot_breadth: int  # tot: next steps sampled per kept path
-    tot_keep: int  # tot: best paths kept per depth
-    tot_depth: int | None  # tot/mcts: depth limit (None: the step budget)
-    value_samples: int  # tot/mcts: LLM value judgements per node
-    search_temperature: float  # tot/mcts: sampling temperature of searched steps
-    search_judge: str  # tot/mcts: reward or value judges a terminal node inside the search
-    search_reflections: int | None  # mcts: reflections one episode writes and shows (None: no bound)
-    search_reflect_on: str  # mcts: "ended" (failed paths that ended) or "every_failure" (also failed open nodes)
-    mcts_iterations: int | None  # mcts: iterations (None: the benchmark's own, else 10)
-    mcts_children: int  # mcts: children sampled per expansion
-    mcts_exploration: float  # mcts: the UCT exploration constant
-    max_turns: int  # multi-turn: answers per episode
-    turn_discount: float  # multi-turn: a right answer on turn t earns reward * d**(t-1)
 
 
 @dataclass
@@ -57,7 +36,7 @@ class Episode:
     task: Task
     memory: MemoryView
     actor: Actor
-    config: RunConfig  # handed to the benchmark (make_env, evaluate); rollouts read `settings`
+    task_settings: BenchmarkSettings  # handed to the benchmark (make_env, evaluate); rollouts read `settings`
     settings: RolloutSettings
     reflector: Reflector | None = None  # search rollouts reflect on failed branches (None: the actor's model)
     benchmark_evaluations: int = 0  # how often the benchmark's judge ran in this (task, trial)
@@ -72,7 +51,7 @@ class Episode:
 
     def make_env(self) -> Env:
         """A fresh environment for this task (branches that cannot snapshot replay into one)."""
-        return self.benchmark.make_env(self.task, self.config)
+        return self.benchmark.make_env(self.task, self.task_settings)
 
     async def evaluate(self, trajectory: Trajectory) -> Evaluation:
         """The benchmark's verdict (hidden tests, gold answer, the game's win), counted: a search
@@ -88,7 +67,7 @@ class Episode:
                               detail={"evaluator": "internal", "hidden": "not run: the program failed its own "
                                       "tests and the loop goes on"})
         self.benchmark_evaluations += 1
-        evaluation = await self.benchmark.evaluate(self.task, trajectory, self.config)
+        evaluation = await self.benchmark.evaluate(self.task, trajectory, self.task_settings)
         if internal is None:
             return evaluation
         detail = {**evaluation.detail, **({"evaluator": self.evaluator} if self.evaluator else {})}

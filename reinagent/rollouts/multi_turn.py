@@ -80,7 +80,7 @@ class MultiTurnRollout(Rollout):
 
     async def run(self, episode: Episode) -> tuple[Trajectory, Evaluation]:
         if not callable(getattr(episode.agent, "continue_episode", None)):
-            check_agent(episode.config.benchmark, episode.config.agent)
+            check_agent(episode.task_settings.benchmark, episode.task_settings.agent)
             raise ConfigError(f"agent {episode.agent.name!r} cannot continue an episode (rollout multi-turn)")
         turns: list[Turn] = []
         trajectory = await self._turn(episode, None)

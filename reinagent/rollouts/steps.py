@@ -27,7 +27,7 @@ from reinagent.strategy import ReflexionStrategy
 
 if TYPE_CHECKING:
     from reinagent.benchmarks.base import Benchmark
-    from reinagent.config import RunConfig
+    from reinagent.settings import AgentSettings
 
 
 @dataclass
@@ -328,11 +328,11 @@ def make_stepper(episode: Episode, name: str) -> Stepper:
     return factory(episode)
 
 
-def check_searchable(bench: Benchmark, agent: str, config: RunConfig, rollout: str) -> None:
+def check_searchable(bench: Benchmark, agent: str, settings: AgentSettings, rollout: str) -> None:
     """A one-line ConfigError, before any work, when the search rollout cannot step `agent`."""
-    if _stepper_for(bench.make_agent(agent, config), rollout) is not None:
+    if _stepper_for(bench.make_agent(agent, settings), rollout) is not None:
         return
-    valid = [a for a in bench.agents if _stepper_for(bench.make_agent(a, config), rollout) is not None]
+    valid = [a for a in bench.agents if _stepper_for(bench.make_agent(a, settings), rollout) is not None]
     raise ConfigError(f"rollout {rollout} cannot step agent {agent!r} of {bench.name} (it plays a fixed "
                       f"plan or has no step format); valid agents there: {choices(valid) if valid else 'none'}")
 

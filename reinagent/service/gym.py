@@ -158,14 +158,14 @@ class BenchmarkEnv(_TextEnv):
 
     def __init__(self, benchmark: str, *, split: str | None = None, task_id: str | None = None,
                  agent: str | None = None, max_steps: int | None = None, render_mode: str | None = None):
-        from reinagent.config import RunConfig
         from reinagent.service.sessions import env_agent, load_benchmark
+        from reinagent.settings import BenchmarkSettings
 
         super().__init__(task_id, render_mode)
         self.bench = load_benchmark(benchmark)
-        self.config = RunConfig(benchmark=self.bench.name, agent=agent or env_agent(self.bench),
-                                split=split or self.bench.default_split,
-                                max_steps=max_steps or STEP_BUDGETS.get(self.bench.name), max_concurrency=1)
+        self.config = BenchmarkSettings(benchmark=self.bench.name, agent=agent or env_agent(self.bench),
+                                        split=split or self.bench.default_split,
+                                        max_steps=max_steps or STEP_BUDGETS.get(self.bench.name), max_concurrency=1)
         self.bench.check_config(self.config)
         self._tasks = {t.task_id: t for t in self.bench.load_tasks(self.config.split)}
 

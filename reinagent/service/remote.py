@@ -55,10 +55,10 @@ def succeeded(reward: float, info: dict[str, Any]) -> bool:
 class RemoteReactAgent(Agent):
     name: ClassVar[str] = "react"
 
-    def __init__(self, config):
-        self.max_steps = config.max_steps or DEFAULT_MAX_STEPS
-        self.params = GenerationParams(max_tokens=config.max_tokens, temperature=config.temperature,
-                                       stop=("\nObservation",), seed=config.seed)
+    def __init__(self, settings):
+        self.max_steps = settings.max_steps or DEFAULT_MAX_STEPS
+        self.params = GenerationParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
+                                       stop=("\nObservation",), seed=settings.seed)
 
     def prompt(self, task: Task, observation: str, memory: MemoryView) -> list[Message]:
         parts = [block] if (block := memory.block()) else []
@@ -116,17 +116,17 @@ class RemoteBenchmark(Benchmark):
         self._agentgym: str | None = None  # an AgentGym server's URL (--env-protocol agentgym)
         self._agentgym_tasks = 0
 
-    def check_config(self, config) -> None:
-        if not config.env_url:
+    def check_config(self, settings) -> None:
+        if not settings.env_url:
             raise ConfigError("--benchmark remote needs --env-url URL (a server of docs/env-protocol.md)")
-        if config.env_protocol == "agentgym":
+        if settings.env_protocol == "agentgym":
             # AgentGym servers list no tasks: task i is data_idx i, for the first --num-envs of them
-            if not config.num_envs:
+            if not settings.num_envs:
                 raise ConfigError("--env-protocol agentgym needs --num-envs N (tasks are data_idx 0 to N-1: "
                                   "AgentGym servers do not list their tasks)")
-            self._agentgym, self._agentgym_tasks, self._served = config.env_url.rstrip("/"), config.num_envs, "agentgym"
+            self._agentgym, self._agentgym_tasks, self._served = settings.env_url.rstrip("/"), settings.num_envs, "agentgym"
             return
-        self.client = EnvClient(config.env_url)
+        self.client = EnvClient(settings.env_url)
         self._served = str(server_facts(self.client)["benchmark"])
 
     def _need_client(self) -> EnvClient:
@@ -146,19 +146,19 @@ class RemoteBenchmark(Benchmark):
             raise ConfigError(f"env server {client.url} lists no tasks at /tasks")
         return [Task(task_id=str(t)) for t in ids]
 
-    def make_env(self, task: Task, config) -> Env:
+    def make_env(self, task: Task, settings) -> Env:
         if self._agentgym:
             from reinagent.service.agentgym import AgentGymEnv
 
             return AgentGymEnv(self._agentgym, int(task.task_id), token=os.environ.get(TOKEN_ENV) or None)
         return HttpEnv(self._need_client(), task.task_id)
 
-    def make_agent(self, name: str, config) -> Agent:
+    def make_agent(self, name: str, settings) -> Agent:
         if name != "react":
             raise ConfigError(f"unknown agent {name!r} for remote; valid: react")
-        return RemoteReactAgent(config)
+        return RemoteReactAgent(settings)
 
-    async def evaluate(self, task: Task, trajectory: Trajectory, config) -> Evaluation:
+    async def evaluate(self, task: Task, trajectory: Trajectory, settings) -> Evaluation:
         success = bool(trajectory.extra.get("success"))
         return Evaluation(success=success, reward=float(trajectory.extra.get("reward", 0.0)),
                           detail={"end_reason": trajectory.end_reason, "env_steps": trajectory.extra.get("env_steps", 0)})

@@ -16,8 +16,8 @@ from reinagent.records import Evaluation, Trajectory
 from reinagent.service.client import EnvClient, EnvServiceError, HttpEnv
 
 
-def env_options(config) -> dict[str, Any]:
-    return {"agent": config.agent, "max_steps": config.max_steps, "timeout_s": config.timeout_s}
+def env_options(settings) -> dict[str, Any]:
+    return {"agent": settings.agent, "max_steps": settings.max_steps, "timeout_s": settings.timeout_s}
 
 
 def server_facts(client: EnvClient) -> dict[str, Any]:
@@ -42,8 +42,8 @@ class ServedBenchmark(Benchmark):
             setattr(self, attr, getattr(inner, attr))
         self._health: dict[str, Any] | None = None
 
-    def check_config(self, config) -> None:
-        self.inner.check_config(config)
+    def check_config(self, settings) -> None:
+        self.inner.check_config(settings)
         self._health = server_facts(self.client)
         if self._health["benchmark"] != self.inner.name:
             raise ConfigError(f"env server {self.client.url} serves {self._health['benchmark']!r}, "
@@ -61,14 +61,14 @@ class ServedBenchmark(Benchmark):
                               f"({len(missing)} missing); start it with --split {split}")
         return tasks
 
-    def make_env(self, task: Task, config) -> Env:
-        return HttpEnv(self.client, task.task_id, options=env_options(config))
+    def make_env(self, task: Task, settings) -> Env:
+        return HttpEnv(self.client, task.task_id, options=env_options(settings))
 
-    def make_agent(self, name: str, config):
-        return self.inner.make_agent(name, config)
+    def make_agent(self, name: str, settings):
+        return self.inner.make_agent(name, settings)
 
-    async def evaluate(self, task: Task, trajectory: Trajectory, config) -> Evaluation:
-        return await self.inner.evaluate(task, trajectory, config)
+    async def evaluate(self, task: Task, trajectory: Trajectory, settings) -> Evaluation:
+        return await self.inner.evaluate(task, trajectory, settings)
 
     def internal_passed(self, task: Task, trajectory: Trajectory) -> bool | None:
         # the server's env returned the internal tests' result in `info`, as a local one does
@@ -85,13 +85,13 @@ class ServedBenchmark(Benchmark):
         self.client.close()
 
 
-def served(bench: Benchmark, config) -> Benchmark:
-    """The benchmark with its environments on `config.env_url` (unchanged when none is set)."""
-    if getattr(config, "env_protocol", "reinagent") != "reinagent" and bench.name != "remote":
-        raise ConfigError(f"--env-protocol {config.env_protocol} works with --benchmark remote only "
+def served(bench: Benchmark, settings) -> Benchmark:
+    """The benchmark with its environments on `settings.env_url` (unchanged when none is set)."""
+    if getattr(settings, "env_protocol", "reinagent") != "reinagent" and bench.name != "remote":
+        raise ConfigError(f"--env-protocol {settings.env_protocol} works with --benchmark remote only "
                           f"(--benchmark {bench.name} --env-url needs a `reinagent serve-env` server)")
-    if not config.env_url or bench.name == "remote":
+    if not settings.env_url or bench.name == "remote":
         return bench
-    wrapped = ServedBenchmark(bench, config.env_url)
-    wrapped.check_config(config)
+    wrapped = ServedBenchmark(bench, settings.env_url)
+    wrapped.check_config(settings)
     return wrapped

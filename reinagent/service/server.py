@@ -36,7 +36,7 @@ from reinagent.service.connections import hardened_server
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
 from reinagent.service.shutdown import AnswerWhenStopped
 from reinagent.service.sessions import (
-    SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_config, load_benchmark, plain,
+    SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_settings, load_benchmark, plain,
     session_lifespan, step_option,
 )
 
@@ -258,7 +258,7 @@ def serve(benchmark: str, *, split: str | None = None, host: str = "127.0.0.1", 
     if not is_loopback(host) and not token:
         raise ConfigError(f"serving on {host} (not loopback) needs a token: --token T or ${TOKEN_ENV}")
     bench = load_benchmark(benchmark)
-    table = SessionTable(bench, base_config(bench, split, max_sessions), max_sessions, idle_timeout_s,
+    table = SessionTable(bench, base_settings(bench, split, max_sessions), max_sessions, idle_timeout_s,
                          max_timeout_s=max_timeout_s)
     sock = _bind(host, port)
     if protocol == "agentgym":  # AgentGym's clients: int ids, data_idx (reinagent/service/agentgym.py)

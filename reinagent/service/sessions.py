@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import json
 import math
@@ -18,13 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reinagent.benchmarks.base import Benchmark, Task
-from reinagent.config import RunConfig
+from reinagent.config import MAX_COUNT, MAX_TIMEOUT_S
 from reinagent.env import Env, aclose
 from reinagent.errors import ConfigError, choices
 from reinagent.service.guard import short
+from reinagent.settings import BenchmarkSettings
 
 SHUTDOWN_S = 2.0  # on SIGTERM: in-flight requests, then closing envs, get this long each
 
@@ -79,14 +81,25 @@ def env_agent(bench: Benchmark) -> str:
     return "react" if "react" in bench.agents else bench.default_agent
 
 
-def base_config(bench: Benchmark, split: str | None, max_sessions: int) -> RunConfig:
+def base_settings(bench: Benchmark, split: str | None, max_sessions: int) -> BenchmarkSettings:
+    """The settings of the server's environments when a client sends no options."""
     split = split or bench.default_split
     if split not in bench.splits:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
-    config = RunConfig(benchmark=bench.name, agent=env_agent(bench), split=split,
-                       max_concurrency=min(max_sessions, ALFWORLD_MAX_WORKERS))
-    bench.check_config(config)
-    return config
+    settings = BenchmarkSettings(benchmark=bench.name, agent=env_agent(bench), split=split,
+                                 max_concurrency=min(max_sessions, ALFWORLD_MAX_WORKERS))
+    bench.check_config(settings)
+    return settings
+
+
+class EnvOptions(BaseModel):
+    """A client's options for its session's environment (ENV_OPTIONS), with a run's bounds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    max_steps: int | None = Field(default=None, gt=0, le=MAX_COUNT)
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
 
 
 def step_option(env: Env, name: str, value: Any) -> None:
@@ -133,7 +146,7 @@ class Session:
 
 
 class SessionTable:
-    def __init__(self, bench: Benchmark, config: RunConfig, max_sessions: int, idle_timeout_s: float,
+    def __init__(self, bench: Benchmark, config: BenchmarkSettings, max_sessions: int, idle_timeout_s: float,
                  *, max_timeout_s: float = 60.0):
         self.bench, self.config = bench, config
         self.max_timeout_s = max_timeout_s  # a session's timeout_s at most: a step holds a sandbox slot that long
@@ -153,7 +166,7 @@ class SessionTable:
     def __len__(self) -> int:
         return len(self.sessions)
 
-    def _config_for(self, options: dict[str, Any]) -> RunConfig:
+    def _config_for(self, options: dict[str, Any]) -> BenchmarkSettings:
         unknown = sorted(set(options) - set(ENV_OPTIONS))
         if unknown:
             raise Invalid(f"unknown option {short(unknown[0])}; valid: {choices(ENV_OPTIONS)}")
@@ -167,7 +180,9 @@ class SessionTable:
             raise Invalid(f"option timeout_s: at most {self.max_timeout_s:g} s on this server "
                           f"(serve-env --max-timeout-s), got {short(raw)}")
         try:
-            config = RunConfig(**{**self.config.model_dump(), **options})
+            asked = EnvOptions(**{"agent": self.config.agent, "max_steps": self.config.max_steps,
+                                  "timeout_s": self.config.timeout_s, **options})
+            config = dataclasses.replace(self.config, **asked.model_dump())
         except ValidationError as err:
             first = err.errors()[0]
             raise Invalid(f"option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None

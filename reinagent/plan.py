@@ -1,0 +1,187 @@
+"""Resolving a run, once: its raw settings (flags > YAML > `--preset` > defaults, a `RunConfig`)
+become a frozen, typed `Plan` that everything after reads. The route of a run:
+
+    resolve(config) -> plan      here: names, preset, Evaluator, tasks, models, each part's settings
+    preflight(plan.checks)       preflight.py: what needs something running (model servers, a Ray cluster)
+    build(plan) -> experiment    experiment.py: models, agent, Reflector
+    run                          runner.py / schedule.py: the trials
+
+Every check that needs nothing running happens in `resolve`, and every problem it finds is
+reported at once, one line each (a ConfigError; a single problem keeps its own error class). The
+parts below are handed their own records from here (reinagent/settings.py, llm/stack.py's
+ModelSettings, preflight.py's PreflightSettings, the executor's ExecutorSettings): none of them
+reads the RunConfig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reinagent import benchmarks
+from reinagent.config import RunConfig
+from reinagent.errors import ConfigError, RunDirError, choices
+from reinagent.executors import ExecutorSettings
+from reinagent.llm.constrained import GrammarChoice, choose_grammar
+from reinagent.llm.stack import ModelSettings
+from reinagent.preflight import MissingExtra, PreflightSettings, settings_problems
+from reinagent.reference import BENCHMARKS as PRESET_BENCHMARKS
+from reinagent.reference import references
+from reinagent.settings import AgentSettings, BenchmarkSettings, RolloutSettings
+
+if TYPE_CHECKING:
+    from reinagent.benchmarks.base import Benchmark, Task
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run, resolved: what each part is handed, and the settings spec.json records."""
+
+    config: RunConfig  # every setting as the run uses it (recorded in spec.json; the trial loop reads it)
+    benchmark: Benchmark  # wrapped for an env server under --env-url
+    tasks: tuple[Task, ...]
+    task_settings: BenchmarkSettings  # the benchmark's environments and judge
+    agent_settings: AgentSettings
+    rollout: RolloutSettings
+    models: ModelSettings  # the model stack's
+    grammar: GrammarChoice  # the actor's action grammar, for the model stack
+    constrained: bool  # what --constrained came to for the actor (recorded in the spec)
+    checks: PreflightSettings  # what preflight.preflight asks of running things
+    executor: ExecutorSettings
+
+
+def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run: bool = True,
+            policy: bool = False) -> Plan:
+    """The run's plan; a ConfigError listing every problem found. `task_ids` (a resumed run's
+    spec) names the tasks; otherwise the split's first `num_envs`. `new_run` False: a resumed
+    run, which keeps the model flags its spec recorded. `policy`: the model is a policy the RL
+    side loads itself (a checkpoint directory too), so the model checks are left out."""
+    problems: list[ConfigError] = []
+    kinds: tuple[str, ...] = ()
+    if not policy:
+        from reinagent.llm import check_models
+
+        kinds = _collect(problems, check_models, (config.actor_model, config.reflection_model),
+                         config.base_url, config.api_key_env) or ()
+        if kinds:
+            problems += settings_problems(picked(PreflightSettings, config, backends=kinds), new_run=new_run)
+    # a missing extra (alfworld) is named before the benchmark imports it
+    if not any(isinstance(p, MissingExtra) for p in problems):
+        try:
+            bench, config = _resolve_benchmark(config)
+            tasks = _select_tasks(bench, config, task_ids)
+        except ConfigError as err:
+            problems.append(err)
+        except ImportError as err:  # an extra not checked (the models' own problems hid it)
+            problems.append(ConfigError(f"benchmark {config.benchmark} cannot be imported ({err}); "
+                                        "install its extra (./run_tests.sh installs every extra)"))
+    if problems:
+        raise problems[0] if len(problems) == 1 else ConfigError("\n".join(str(p) for p in problems))
+    grammar, constrained = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
+                                          config.actor_model, config.base_url, config.precision)
+    return Plan(
+        config=config, benchmark=bench, tasks=tuple(tasks), task_settings=picked(BenchmarkSettings, config),
+        agent_settings=agent_settings(config),
+        rollout=picked(RolloutSettings, config), models=picked(ModelSettings, config),
+        grammar=grammar, constrained=constrained,
+        checks=picked(PreflightSettings, config, backends=kinds),
+        executor=ExecutorSettings(name=config.executor, ray_address=config.ray_address,
+                                  models=(config.actor_model, config.reflection_model), base_url=config.base_url,
+                                  precision=config.precision, run_settings=config.model_dump_json()),
+    )
+
+
+def _collect(problems: list[ConfigError], check: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return check(*args)
+    except ConfigError as err:
+        problems.append(err)
+        return None
+
+
+def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
+    """The benchmark, its agent and split checked against its names, the preset and the Evaluator
+    filled in, the benchmark's and the rollout's own checks; under --env-url the benchmark with
+    its environments on the server."""
+    bench = benchmarks.make(config.benchmark)
+    agent = config.agent or bench.default_agent
+    if agent not in bench.agents:
+        raise ConfigError(f"unknown agent {agent!r} for {bench.name}; valid: {choices(bench.agents)}")
+    split = config.split or bench.default_split
+    if split not in bench.splits:
+        raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
+    config = apply_preset(config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split}))
+    config = config.model_copy(update={"evaluator": _evaluator(bench, config.evaluator)})
+    settings = picked(BenchmarkSettings, config)
+    bench.check_config(settings)
+    if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
+        from reinagent.rollouts.multi_turn import check_agent
+
+        check_agent(bench.name, agent)
+    if config.rollout in ("tot", "mcts"):  # a search steps the agent: refuse one it cannot, up front
+        from reinagent.rollouts.steps import check_searchable
+
+        check_searchable(bench, agent, picked(AgentSettings, config), config.rollout)
+    if config.env_url:  # environments on an env server (`reinagent serve-env`); tasks and scoring stay here
+        from reinagent.service.served import served
+
+        bench = served(bench, settings)
+    return bench, config
+
+
+def apply_preset(config: RunConfig) -> RunConfig:
+    """`--preset paper`: every reference setting of the run's benchmark (reinagent/reference.py)
+    that no flag or YAML key set (pydantic's `model_fields_set`: what the config was built with).
+    A resumed run's config, rebuilt from spec.json, has every setting set: it keeps what its
+    preset set then."""
+    if config.preset is None:
+        return config
+    if config.benchmark not in PRESET_BENCHMARKS:
+        raise ConfigError(f"--preset {config.preset}: the reference code has no {config.benchmark} run; "
+                          f"valid benchmarks: {choices(PRESET_BENCHMARKS)}")
+    explicit = {name: getattr(config, name) for name in config.model_fields_set}
+    update = {r.setting: r.value for r in references(config.model_dump(mode="json")) if r.setting not in explicit}
+    return RunConfig(**explicit, **update)  # validated: a wrong table entry is a clear error here
+
+
+def _evaluator(bench: Benchmark, evaluator: str | None) -> str | None:
+    """`--evaluator` as the run uses it: the benchmark's default when none is given; refused for a
+    benchmark whose own verdict is its only evaluator (no internal tests to choose)."""
+    if bench.default_evaluator is None:
+        if evaluator is not None:
+            raise ConfigError(f"--evaluator is for benchmarks whose agent writes tests of its own (humaneval, "
+                              f"mbpp); {bench.name} is judged by its own verdict only: leave --evaluator out")
+        return None
+    return evaluator or bench.default_evaluator
+
+
+def _select_tasks(bench: Benchmark, config: RunConfig, task_ids: Sequence[str] | None) -> list[Task]:
+    tasks = bench.load_tasks(config.split)
+    if task_ids is None:
+        return tasks[: config.num_envs] if config.num_envs is not None else tasks
+    by_id = {t.task_id: t for t in tasks}
+    missing = [tid for tid in task_ids if tid not in by_id]
+    if missing:
+        raise RunDirError(f"tasks {missing[:3]} are no longer in split {config.split!r}")
+    return [by_id[tid] for tid in task_ids]
+
+
+def agent_settings(config: RunConfig | Mapping[str, Any]) -> AgentSettings:
+    """The agent's settings of a run's config, or of a recorded run's (spec.json's config)."""
+    config = config if isinstance(config, RunConfig) else RunConfig(**config)
+    return picked(AgentSettings, config, max_tokens_given=_given(config, "max_tokens"))
+
+
+def picked(settings_class: type, config: RunConfig, **given: Any):
+    """`settings_class` (a dataclass whose fields are RunConfig names) filled from the config."""
+    import dataclasses
+
+    return settings_class(**{f.name: given[f.name] if f.name in given else getattr(config, f.name)
+                             for f in dataclasses.fields(settings_class)})
+
+
+def _given(config: RunConfig, name: str) -> bool:
+    """Set by a flag or YAML key to other than the framework's default (a config rebuilt from
+    spec.json on resume has every field set, so the value decides there)."""
+    return name in config.model_fields_set and getattr(config, name) != RunConfig.model_fields[name].default
