@@ -13,9 +13,9 @@ with the CPU plugin's default precision, needs --ir), `hf` (our transformers eng
 time), `transformers` (plain `generate`, batched with left padding for the concurrent figure), and
 the peers that are installed (perf/peer_engines.py: `ct2-f32`, `ct2-int8` for CTranslate2,
 `ort-genai` for ONNX Runtime GenAI). Each engine runs in its own child process so that its
-load time and peak RSS are its own. Workload: 8 different chat prompts of about 300 tokens,
-`--new-tokens` new tokens each, greedy, no stop string; "single" runs them one after the other,
-"8 concurrent" all at once. Tokens/s = generated tokens / wall seconds. Agreement = how many of the
+load time and peak RSS are its own. Workload (perf/engine_prompts.py): 8 different chat prompts of
+about 300 tokens, `--new-tokens` new tokens each, greedy, no stop string; "single" runs them one
+after the other, "8 concurrent" all at once. Tokens/s = generated tokens / wall seconds. Agreement = how many of the
 8 greedy texts equal plain transformers' (the Q4_1 GGUF engines compute with other weights).
 
 --parse-rate N runs the ReAct and CoT(context) agents on the first N HotpotQA hard100 tasks on
@@ -36,19 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engine_prompts import prompts  # noqa: E402  (perf/engine_prompts.py: the peers read it too)
 from reinagent.llm.base import GenerationParams  # noqa: E402
 from reinagent.records import Message  # noqa: E402
-
-TOPICS = ["the water cycle", "how vaccines work", "the French Revolution", "binary search", "photosynthesis",
-          "the stock market", "plate tectonics", "how a compiler works"]
-FILLER = ("Answer in plain prose for a curious student. Be accurate and concrete, avoid lists, and give one "
-          "example. Keep a friendly tone and explain any technical word you use when it first appears. ")
-
-
-def prompts() -> list[list[Message]]:
-    """8 chat prompts of about 300 tokens each, all different from their first user token."""
-    return [[Message(role="system", content="You are a helpful teacher."),
-             Message(role="user", content=f"Explain {topic}. " + FILLER * 6)] for topic in TOPICS]
 
 
 # ----- one engine, in a child process ----------------------------------------------------------

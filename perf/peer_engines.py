@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from local_engines import prompts
+from engine_prompts import prompts  # not from local_engines.py, which imports this file
 
 
 def _hf_folder() -> Path:

@@ -112,7 +112,7 @@ def test_render_trace_reads_like_the_game_log():
 
 def test_demonstrations_cover_six_types_from_training_games():
     from reinagent.benchmarks.alfworld_data import TASK_TYPES
-    from reinagent.benchmarks.alfworld_prompts import DEMO_DIR, demonstration
+    from reinagent.agents.prompts.alfworld import DEMO_DIR, demonstration
 
     sources = json.loads((DEMO_DIR / "sources.json").read_text())
     assert set(sources) == set(TASK_TYPES.values())

@@ -1,13 +1,15 @@
 """The house rules of docs/architecture.md, checked: its worked examples run (a benchmark, an agent,
-a run end to end, a rollout and a store), no import circle between the package's files and every
-import down the layers (imports inside functions counted), no module over 400 lines, and every
-package's docstring names what lives in it.
+a run end to end, a rollout and a store), no import circle anywhere in the tree (the package, perf/,
+scripts/ and tests/) and every import of the package down the layers (imports inside functions
+counted), no module over 400 lines, and every package's docstring names what lives in it.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import types
@@ -139,15 +141,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
               "reinagent.settings")),  # settings.py: each part's own settings records  # a run's endpoint seal; bounded reads of run files
 ]
 
-# Imports up a layer that the code still makes, each with its reason (to mend, not to copy).
-UPWARD_ALLOWED: dict[tuple[str, str], str] = {
-    (f"reinagent.agents.{agent}", f"reinagent.benchmarks.{prompts}"): "the agents' prompt texts live with their benchmark"
-    for agent, prompts in (("alfworld_react", "alfworld_prompts"), ("cot", "hotpotqa_prompts"),
-                           ("react", "hotpotqa_prompts"), ("math_cot", "gsm8k_prompts"))
-} | {
-    (f"reinagent.agents.{agent}", "reinagent.benchmarks"): "`from reinagent.benchmarks import ..._prompts` runs it"
-    for agent in ("alfworld_react", "cot", "react", "math_cot")
-}
+# Imports up a layer that the code still makes, each with its reason (to mend, not to copy): none
+# today (the last, the agents' prompt texts living with their benchmarks, was mended in issue 46).
+UPWARD_ALLOWED: dict[tuple[str, str], str] = {}
 
 # Rules of the issue that built this check (issue 31), never to be allowed: who never imports whom.
 NEVER: list[tuple[str, tuple[str, ...]]] = [
@@ -156,6 +152,7 @@ NEVER: list[tuple[str, tuple[str, ...]]] = [
     ("reinagent.config", ("reinagent.rollouts",)),
     ("reinagent.llm", ("reinagent.benchmarks", "reinagent.agents")),
     ("reinagent.programming", ("reinagent.benchmarks",)),
+    ("reinagent.agents", ("reinagent.benchmarks",)),  # issue 46: agents own their prompt texts
     # handed the few typed settings they read (docs/architecture.md "How settings travel"), never
     # the run's whole config
     ("reinagent.llm", ("reinagent.config",)),
@@ -163,6 +160,13 @@ NEVER: list[tuple[str, tuple[str, ...]]] = [
     ("reinagent.executors", ("reinagent.config",)),
     ("reinagent.preflight", ("reinagent.config",)),
 ]
+
+
+# The tree's Python outside the package, read for import circles too (the layers are the
+# package's alone). perf/ and scripts/ are script folders, run as `python perf/x.py`: the script's
+# folder is sys.path[0], so `import peer_engines` there is perf/peer_engines.py; a script that puts
+# the repository root on sys.path imports `perf.server_process`. tests/ is a package.
+TREE_FOLDERS = ("perf", "scripts", "tests")
 
 
 def _module_name(path: Path, root: Path = ROOT) -> str:
@@ -174,6 +178,14 @@ def _modules(root: Path = ROOT) -> dict[str, Path]:
     return {_module_name(p, root): p for p in sorted((root / "reinagent").rglob("*.py"))}
 
 
+def _tree_modules(root: Path = ROOT) -> dict[str, Path]:
+    """The package's modules and the scripts and tests beside it."""
+    modules = _modules(root)
+    for folder in TREE_FOLDERS:
+        modules |= {_module_name(p, root): p for p in sorted((root / folder).rglob("*.py"))}
+    return modules
+
+
 def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The module a dotted name lives in: `reinagent.a.b.Name` -> `reinagent.a.b`."""
     while name and name not in modules:
@@ -182,8 +194,9 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
 
 
 def _imported(path: Path, root: Path = ROOT, modules: dict[str, Path] | None = None) -> set[str]:
-    """Modules of the package this file imports, wherever the import stands: at module level,
-    under TYPE_CHECKING, or inside a function (a lazy import that closes a loop is still a loop).
+    """Modules of `modules` (by default the package's) this file imports, wherever the import
+    stands: at module level, under TYPE_CHECKING, or inside a function (a lazy import that closes a
+    loop is still a loop); in a script folder (no __init__.py), a sibling imported by its bare name.
     Not counted: the file's own parent packages (`reinagent`, `reinagent.llm` for llm/stack.py):
     Python runs them before the file, so importing a name from them can load nothing new."""
     modules = modules if modules is not None else _modules(root)
@@ -200,14 +213,21 @@ def _imported(path: Path, root: Path = ROOT, modules: dict[str, Path] | None = N
                 base = ".".join(up + ([node.module] if node.module else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-    found = {_resolve(n, modules) for n in names if n == "reinagent" or n.startswith("reinagent.")}
+    if not (path.parent / "__init__.py").is_file():  # a script's folder is its sys.path[0]
+        names |= {f"{package}.{n}" for n in names if f"{package}.{n.partition('.')[0]}" in modules}
+    tops = {m.partition(".")[0] for m in modules}
+    found = {_resolve(n, modules) for n in names if n.partition(".")[0] in tops}
     ancestors = {".".join(me.split(".")[:i]) for i in range(1, me.count(".") + 1)}
     return {m for m in found if m and m != me and m not in ancestors}
 
 
-def _graph(root: Path = ROOT) -> dict[str, set[str]]:
-    modules = _modules(root)
+def _graph(root: Path = ROOT, modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    modules = modules if modules is not None else _modules(root)
     return {name: _imported(path, root, modules) for name, path in modules.items()}
+
+
+def _tree_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    return _graph(root, _tree_modules(root))
 
 
 def _circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -324,8 +344,39 @@ def test_a_lazy_import_that_breaks_a_rule_is_caught(tmp_path):
 
 
 def test_no_import_circle_between_files():
-    circles = _circles(_graph())
+    """Anywhere in the tree: the package, and the scripts and tests beside it."""
+    circles = _circles(_tree_graph())
     assert not circles, f"import circles, counting imports inside functions (hand the part down instead): {circles}"
+
+
+def test_the_circle_check_reads_the_scripts(tmp_path):
+    """perf/local_engines.py and perf/peer_engines.py once imported each other (the workload's
+    prompts lived in the first; issue 46 moved them to perf/engine_prompts.py): both import styles
+    of a script are edges, and the old circle, brought back in a copy of perf/, is found."""
+    graph = _tree_graph()
+    assert "perf.engine_prompts" in graph["perf.peer_engines"]  # bare sibling name
+    assert "perf.server_process" in graph["perf.concurrency"]  # through the repository root
+    assert "reinagent.records" in graph["perf.engine_prompts"]
+    assert "tests.store_contract" in graph["tests.test_architecture"]
+    shutil.copytree(ROOT / "perf", tmp_path / "perf")  # perf/ alone: the circle is between its files
+    peers = tmp_path / "perf" / "peer_engines.py"
+    source = peers.read_text(encoding="utf-8")
+    assert source.count("\nfrom engine_prompts import prompts") == 1
+    peers.write_text(source.replace("\nfrom engine_prompts import prompts", "\nfrom local_engines import prompts"),
+                     encoding="utf-8")
+    assert frozenset({"perf.local_engines", "perf.peer_engines"}) in _circles(_tree_graph(tmp_path))
+
+
+def test_the_circle_check_reads_every_python_folder():
+    """A new folder of Python files beside the package is read too: add it to TREE_FOLDERS."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("no git checkout to list the tracked files of")
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    folders = {Path(line).parts[0] for line in tracked.stdout.splitlines() if len(Path(line).parts) > 1}
+    unread = sorted(folders - {"reinagent", *TREE_FOLDERS})
+    assert not unread, f"folders of Python files the circle check does not read (add them to TREE_FOLDERS): {unread}"
+    top = sorted(line for line in tracked.stdout.splitlines() if len(Path(line).parts) == 1)
+    assert not top, f"Python files at the repository's top, which the circle check does not read: {top}"
 
 
 def test_every_import_goes_down_the_layers():
@@ -342,6 +393,22 @@ def test_the_rules_that_are_never_allowed():
     assert not broken, f"forbidden imports: {broken}"
     for who, whom in NEVER:  # and no exemption for them either
         assert not [edge for edge in UPWARD_ALLOWED if _under(edge[0], who) and any(_under(edge[1], w) for w in whom)]
+
+
+def _agents_importing_benchmarks(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((a, b) for a, deps in graph.items() if _under(a, "reinagent.agents")
+                  for b in deps if _under(b, "reinagent.benchmarks"))
+
+
+def test_agents_import_no_benchmark(tmp_path):
+    """Agents own their prompt texts (reinagent/agents/prompts/; issue 46): no module under
+    reinagent/agents/ imports reinagent.benchmarks, in any form (module level, TYPE_CHECKING,
+    inside a function), and the check sees a lazy one brought back."""
+    assert _agents_importing_benchmarks(_graph()) == []
+    graph = _mutant(tmp_path, "agents/cot.py", "    def system(self) -> str:",
+                    "from reinagent.benchmarks import hotpotqa")
+    assert _agents_importing_benchmarks(graph) == [("reinagent.agents.cot", "reinagent.benchmarks"),
+                                                   ("reinagent.agents.cot", "reinagent.benchmarks.hotpotqa")]
 
 
 def test_task_has_one_home_and_its_old_paths_still_work():

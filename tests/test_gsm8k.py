@@ -102,7 +102,7 @@ def test_math_env_judges_numbers_and_never_raises_on_garbage():
 
 
 def test_prompt_examples_come_from_train_and_are_ours():
-    from reinagent.benchmarks import gsm8k_prompts as prompts
+    from reinagent.agents.prompts import gsm8k as prompts
 
     bench = make("gsm8k")
     test_questions = {t.question for t in bench.load_tasks("test")}

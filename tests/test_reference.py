@@ -253,7 +253,7 @@ def test_resume_shows_the_reflector_only_its_last_plans(tmp_path, script):
 
 def test_two_demonstrations_per_type_from_other_training_games():
     from reinagent.benchmarks.alfworld_data import TASK_TYPES
-    from reinagent.benchmarks.alfworld_prompts import DEMO_DIR, demonstration, demonstrations
+    from reinagent.agents.prompts.alfworld import DEMO_DIR, demonstration, demonstrations
 
     first = json.loads((DEMO_DIR / "sources.json").read_text())
     second = json.loads((DEMO_DIR / "sources-2.json").read_text())

@@ -6,6 +6,7 @@
     math_cot.py         chain of thought for math word problems (GSM8K, arithmetic)
     coder.py            the Reflexion programming agent (HumanEval, MBPP)
     alfworld_react.py   ReAct for ALFWorld; alfworld_expert.py plays the engine's expert plan (no model)
+    prompts/            their prompt texts, one module per benchmark (and the Reflector's examples)
 
 An agent never knows whether its environment is local or on an env server.
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from reinagent.agents.base import Actor, Agent
-from reinagent.benchmarks import alfworld_prompts as prompts
+from reinagent.agents.prompts import alfworld as prompts
 from reinagent.env import areset, astep
 from reinagent.llm.base import GenerationParams
 from reinagent.llm.constrained import with_choices

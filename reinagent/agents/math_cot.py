@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from reinagent.agents.cot import CotAgent
-from reinagent.benchmarks import gsm8k_prompts as prompts
+from reinagent.agents.prompts import gsm8k as prompts
 
 
 class MathCotAgent(CotAgent):

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from reinagent.agents.base import Actor, Agent
 from reinagent.agents.loop import STOP, render_steps, shorten_observations, step_loop
-from reinagent.benchmarks import hotpotqa_prompts as prompts
+from reinagent.agents.prompts import hotpotqa as prompts
 from reinagent.llm.base import GenerationParams
 from reinagent.memory import MemoryView
 from reinagent.records import Message, Trajectory

@@ -1,11 +1,11 @@
 """Benchmark registry: names map to classes, imported only when a benchmark is made.
 
     base.py             Benchmark: tasks, an environment per episode, agents, evaluate (Task: ../task.py)
-    hotpotqa.py         HotpotQA (docstore or gold context); hotpotqa_prompts.py
+    hotpotqa.py         HotpotQA (docstore or gold context)
     humaneval.py mbpp.py  programming, judged by hidden tests in the sandbox; shared parts in programming.py
     alfworld.py         ALFWorld text games: alfworld_env.py (the Env), alfworld_worker.py (the game
-                        process), alfworld_data.py (game files), alfworld_prompts.py
-    gsm8k.py            GSM8K math word problems; gsm8k_prompts.py
+                        process), alfworld_data.py (game files)
+    gsm8k.py            GSM8K math word problems
     arithmetic.py       generated one-digit sums (small enough for RL on a CPU); arithmetic20: 0..19
                         (its heldout split: test + train[200:], for issue 37's demo)
     check.py            `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
@@ -16,6 +16,8 @@
     answers.py          `reinagent check-answers`: re-score outside answers with these judges
     cli.py              `reinagent list`: benchmarks (agents, splits), strategies, model backends
 
+The HotpotQA, GSM8K and ALFWorld agents' prompt texts, and their Reflector's examples, live with
+the agents (reinagent/agents/prompts/): a benchmark imports its agents, never the reverse.
 `remote` (reinagent/service/remote.py) is any environment server. docs/architecture.md shows how
 to add a benchmark.
 """

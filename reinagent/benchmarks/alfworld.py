@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from reinagent.agents.prompts.alfworld import PLAN_EXAMPLES, REFLECTION_EXAMPLES
 from reinagent.benchmarks import alfworld_data as data
-from reinagent.benchmarks.alfworld_prompts import PLAN_EXAMPLES, REFLECTION_EXAMPLES
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices

@@ -19,7 +19,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from reinagent.benchmarks import gsm8k_prompts as prompts
+from reinagent.agents.prompts import gsm8k as prompts
 from reinagent.benchmarks.base import Benchmark, Task
 from reinagent.benchmarks.math_judge import judge, read_answer
 from reinagent.env import Env, StepResult

@@ -15,8 +15,8 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any, ClassVar
 
+from reinagent.agents.prompts import hotpotqa as prompts
 from reinagent.benchmarks.base import Benchmark, Task
-from reinagent.benchmarks import hotpotqa_prompts as prompts
 from reinagent.env import Env, StepResult
 from reinagent.errors import ConfigError, choices
 from reinagent.paths import DATA_DIR
