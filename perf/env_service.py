@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reinagent.config import RunConfig  # noqa: E402
 from reinagent.env import aclose, areset, astep  # noqa: E402
 from reinagent.service.client import EnvClient, HttpEnv  # noqa: E402
 from reinagent.service.sessions import load_benchmark  # noqa: E402
+from reinagent.settings import BenchmarkSettings  # noqa: E402
 
 HOTPOT_ACTIONS = ["Search[{title}]", "Lookup[the]", "Lookup[in]", "Search[nothing like this]"]
 ALFWORLD_ACTIONS = ["look", "inventory", "go to desk 1", "look", "examine desk 1"]
@@ -118,8 +118,8 @@ async def time_block(env, actions: list[str], start: int, n: int, out: list[floa
 
 def compare(name: str, steps: int, actions: list[str], *, agent: str, split: str | None = None) -> dict:
     bench = load_benchmark(name)
-    config = RunConfig(benchmark=name, agent=agent, split=split or bench.default_split, max_steps=10**6,
-                       max_concurrency=1)
+    config = BenchmarkSettings(benchmark=name, agent=agent, split=split or bench.default_split, max_steps=10**6,
+                               max_concurrency=1)
     bench.check_config(config)
     task = bench.load_tasks(config.split)[0]
     if name == "hotpotqa":

@@ -35,13 +35,12 @@ from reinagent.llm.base import GenerationParams  # noqa: E402
 
 def prompts(n: int):
     from reinagent.benchmarks import make
-    from reinagent.config import build_config
     from reinagent.memory import MemoryView
+    from reinagent.settings import AgentSettings
     from reinagent.strategy import ReflexionStrategy
 
-    config = build_config(benchmark="arithmetic20", model="local")
     bench = make("arithmetic20")
-    agent = bench.make_agent("cot", config)
+    agent = bench.make_agent("cot", AgentSettings())
     tasks = bench.load_tasks("test")[:n]
     return [agent.prompt(task, MemoryView(1, ReflexionStrategy.NONE)) for task in tasks]
 

@@ -149,19 +149,20 @@ def table(args) -> None:
 async def parse_rate(n: int, max_steps: int) -> None:
     from reinagent.agents.base import Actor
     from reinagent.benchmarks import make
-    from reinagent.config import RunConfig
     from reinagent.llm.constrained import ConstrainedLLM, hotpot_regex
     from reinagent.llm.openvino import OpenVINOLLM
     from reinagent.memory import MemoryView
     from reinagent.records import Trajectory
+    from reinagent.settings import AgentSettings, BenchmarkSettings
     from reinagent.strategy import ReflexionStrategy
 
     bench = make("hotpotqa")
     tasks = bench.load_tasks("hard100")[:n]
     base = OpenVINOLLM(None)
     for agent_name in ("react", "cot-context"):
-        config = RunConfig(agent=agent_name, max_steps=max_steps if agent_name == "react" else None)
-        agent = bench.make_agent(agent_name, config)
+        steps = max_steps if agent_name == "react" else None
+        config = BenchmarkSettings(benchmark="hotpotqa", agent=agent_name, split="hard100", max_steps=steps)
+        agent = bench.make_agent(agent_name, AgentSettings(max_steps=steps))
         for constrained in (False, True):
             llm = ConstrainedLLM(base, hotpot_regex(agent_name)) if constrained else base
 

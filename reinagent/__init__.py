@@ -8,7 +8,8 @@ imported on use. docs/architecture.md draws how the parts below meet.
     names.py                   the rollout names config.py checks (below config and rollouts/ both)
     task.py records.py         Task; the typed records of a run (Trajectory, TrialRecord, RunSpec, ...)
     env.py                     the Gymnasium-style Env every benchmark's environments implement
-    experiment.py              a run assembled from its config: registry names, tasks, models, spec
+    plan.py settings.py        a run's settings resolved once into a frozen Plan; each part's own settings
+    experiment.py              an experiment built from its plan: models, agent, Reflector; a run's spec
     runner.py schedule.py      start/resume/load a run; its trial loop (pipeline or barrier)
     episode.py                 one (task, trial): rollout, evaluation, reflection, into a record
     memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection
@@ -17,7 +18,7 @@ imported on use. docs/architecture.md draws how the parts below meet.
     resuming.py repair.py      what a resume changes; `reinagent repair` of a corrupt record file
     branch.py                  `reinagent branch`: a run under another strategy sharing a run's trial 1
     first_programs.py          a programming run's first programs judged by the hidden tests after its loop
-    outcome.py preflight.py    a run's exit code; checks before the first episode
+    outcome.py preflight.py    a run's exit code; checks of running things before the first episode
     cli.py errors.py           the console script; errors that become one line, not a traceback
     paths.py provenance.py redact.py   data and cache folders; run provenance; keys kept out of logs
     text.py                    outside text made valid Unicode (lone surrogates) where it enters

@@ -8,7 +8,6 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reinagent.agents.base import Activity, Agent

@@ -52,14 +52,14 @@ class Plan:
 
 
 def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run: bool = True,
-            policy: bool = False) -> Plan:
+            check_models: bool = True) -> Plan:
     """The run's plan; a ConfigError listing every problem found. `task_ids` (a resumed run's
     spec) names the tasks; otherwise the split's first `num_envs`. `new_run` False: a resumed
-    run, which keeps the model flags its spec recorded. `policy`: the model is a policy the RL
-    side loads itself (a checkpoint directory too), so the model checks are left out."""
+    run, which keeps the model flags its spec recorded. `check_models` False: the model is a policy the RL
+    side loads itself (a checkpoint directory too), or a test's: the model checks are left out."""
     problems: list[ConfigError] = []
     kinds: tuple[str, ...] = ()
-    if not policy:
+    if check_models:
         from reinagent.llm import check_models
 
         kinds = _collect(problems, check_models, (config.actor_model, config.reflection_model),
@@ -122,7 +122,7 @@ def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     if config.rollout in ("tot", "mcts"):  # a search steps the agent: refuse one it cannot, up front
         from reinagent.rollouts.steps import check_searchable
 
-        check_searchable(bench, agent, picked(AgentSettings, config), config.rollout)
+        check_searchable(bench, agent, agent_settings(config), config.rollout)
     if config.env_url:  # environments on an env server (`reinagent serve-env`); tasks and scoring stay here
         from reinagent.service.served import served
 
@@ -177,8 +177,9 @@ def picked(settings_class: type, config: RunConfig, **given: Any):
     """`settings_class` (a dataclass whose fields are RunConfig names) filled from the config."""
     import dataclasses
 
-    return settings_class(**{f.name: given[f.name] if f.name in given else getattr(config, f.name)
-                             for f in dataclasses.fields(settings_class)})
+    fields = [f.name for f in dataclasses.fields(settings_class)]
+    return settings_class(**{name: given[name] if name in given else getattr(config, name)
+                             for name in fields if name in given or hasattr(config, name)})
 
 
 def _given(config: RunConfig, name: str) -> bool:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reinagent.errors import ConfigError, choices
 
 Config = Mapping[str, Any]  # a run's settings as spec.json holds them (strategy as its string)
 

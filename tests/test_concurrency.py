@@ -18,7 +18,9 @@ from reinagent.llm.cache import CachedLLM
 from reinagent.llm.fake_server import FakeOpenAIServer, default_reply
 from reinagent.llm.limit import LimitedLLM
 from reinagent.records import TrialRecord
-from reinagent.runner import build_models, load_run
+from reinagent.experiment import build_models
+from reinagent.plan import resolve
+from reinagent.runner import load_run
 from reinagent.store import RunStore, read_records
 from tests.conftest import ROOT
 
@@ -88,7 +90,7 @@ def test_without_a_model_limit_episodes_and_reflections_overlap(tmp_path):
 def test_actor_and_reflector_on_one_model_share_one_limit(tmp_path):
     config = RunConfig(model="openai/fake", base_url="http://127.0.0.1:9/v1", max_model_concurrency=4,
                        cache=True, cache_dir=str(tmp_path))
-    actor, reflector, llms = build_models(config)
+    actor, reflector, llms = build_models(resolve(config, task_ids=(), check_models=False))
     assert actor is reflector and len(llms) == 1
     assert isinstance(actor, CachedLLM) and isinstance(actor.inner, LimitedLLM) and actor.inner.limit == 4
     assert actor.default_concurrency == 4  # episodes default to what the model accepts

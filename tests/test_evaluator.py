@@ -343,21 +343,21 @@ def test_internal_tests_kept_picks_at_random_once_per_task():
     `internal_tests(prompt, model, 1)` keeps one), the same pick whenever the task is replayed."""
     from reinagent import benchmarks
     from reinagent.agents.coder import CoderAgent
-    from reinagent.config import RunConfig
+    from reinagent.settings import AgentSettings
 
     task = benchmarks.make("humaneval").load_tasks("test")[0]
     written = [f"assert {ENTRY}([1.0, {x}.5], 0.1) == False" for x in range(2, 6)]
     reply = "\n".join(written)
-    everything, source = CoderAgent(RunConfig(benchmark="humaneval")).tests_from(task, reply)
+    everything, source = CoderAgent(AgentSettings()).tests_from(task, reply)
     assert everything == written and source == "model"  # the default keeps every test written
     picks = set()
     for seed in range(12):
-        agent = CoderAgent(RunConfig(benchmark="humaneval", internal_tests_kept=1, seed=seed))
+        agent = CoderAgent(AgentSettings(internal_tests_kept=1, seed=seed))
         (one,), _ = agent.tests_from(task, reply)
         assert one in written and agent.tests_from(task, reply)[0] == [one]  # reproducible
         picks.add(one)
     assert len(picks) > 1  # at random, not always the first
-    two, _ = CoderAgent(RunConfig(benchmark="humaneval", internal_tests_kept=2)).tests_from(task, reply)
+    two, _ = CoderAgent(AgentSettings(internal_tests_kept=2)).tests_from(task, reply)
     assert len(two) == 2 and [t for t in written if t in two] == two  # kept in the order written
 
 

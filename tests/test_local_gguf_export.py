@@ -141,9 +141,10 @@ def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cac
     assert isinstance(llm, OpenVINOLLM) and on_openvino(f"local:{hf_dir}")
     assert isinstance(make_llm(f"hf:{hf_dir}"), HFLLM)  # hf:PATH stays transformers
     from reinagent.experiment import make_spec
+    from reinagent.plan import resolve
 
     # actions constrained by default, as for `local` (the OpenVINO engine has structured output)
-    assert make_spec(build_config(model=f"local:{hf_dir}", agent="react"), []).settings["constrained"] is True
+    assert make_spec(resolve(build_config(model=f"local:{hf_dir}", agent="react"), task_ids=(), check_models=False)).settings["constrained"] is True
     bench = make("arithmetic20")
     agent = bench.make_agent("cot", build_config(benchmark="arithmetic20", model="local"))
     chats = [agent.prompt(task, MemoryView(1, ReflexionStrategy.NONE)) for task in bench.load_tasks("test")[:4]]
@@ -247,12 +248,13 @@ def test_cache_reuses_the_file_and_a_newer_config_writes_a_new_one(hf_dir, tmp_p
 @pytest.mark.slow
 def test_preflight_asks_for_both_extras_for_a_checkpoint_on_openvino(hf_dir, tmp_path):
     from reinagent.config import build_config
-    from reinagent.experiment import preflight_settings
+    from reinagent.plan import picked
+    from reinagent.preflight import PreflightSettings
     from reinagent.preflight import needed_extras
 
     other = like(hf_dir, tmp_path / "small", num_hidden_layers=2)
-    assert needed_extras(preflight_settings(build_config(model=f"local:{hf_dir}"))) == ["local", "hf"]
-    assert needed_extras(preflight_settings(build_config(model=f"local:{other}"))) == ["hf"]
+    assert needed_extras(picked(PreflightSettings, build_config(model=f"local:{hf_dir}"))) == ["local", "hf"]
+    assert needed_extras(picked(PreflightSettings, build_config(model=f"local:{other}"))) == ["hf"]
     shutil.rmtree(other)
 
 

@@ -269,9 +269,10 @@ def _layers(llm) -> list[str]:
 @needs_ov
 def test_ov_actor_is_constrained_by_default_and_the_reflector_is_not(tmp_path):
     from reinagent.config import build_config
-    from reinagent.runner import build_models
+    from reinagent.experiment import build_models
+    from reinagent.plan import resolve
 
-    actor, reflector, models = build_models(build_config(model="ov", agent="react", cache_dir=str(tmp_path)), run_key="r1")
+    actor, reflector, models = build_models(resolve(build_config(model="ov", agent="react", cache_dir=str(tmp_path)), task_ids=(), check_models=False), run_key="r1")
     assert "ConstrainedLLM" in _layers(actor) and "ConstrainedLLM" not in _layers(reflector)
     assert actor.identity["grammar"] == hotpot_regex("react")  # the cache keys the grammar
     assert "grammar" not in reflector.identity
@@ -281,22 +282,23 @@ def test_ov_actor_is_constrained_by_default_and_the_reflector_is_not(tmp_path):
 @needs_ov
 def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
     from reinagent.config import build_config
-    from reinagent.runner import build_models
+    from reinagent.experiment import build_models
+    from reinagent.plan import resolve
 
-    actor, reflector, _ = build_models(build_config(model="ov", constrained=False, cache=False))
+    actor, reflector, _ = build_models(resolve(build_config(model="ov", constrained=False, cache=False), task_ids=(), check_models=False))
     assert actor is reflector and "ConstrainedLLM" not in _layers(actor)
-    actor, _, _ = build_models(build_config(model="local", agent="react", cache=False))
+    actor, _, _ = build_models(resolve(build_config(model="local", agent="react", cache=False), task_ids=(), check_models=False))
     assert "ConstrainedLLM" in _layers(actor)  # `local` is this engine now: on by default too
-    actor, reflector, _ = build_models(build_config(model="hf", cache=False))
+    actor, reflector, _ = build_models(resolve(build_config(model="hf", cache=False), task_ids=(), check_models=False))
     assert actor is reflector and "ConstrainedLLM" not in _layers(actor)  # transformers: no grammar
     # ALFWorld's grammar is the step's admissible commands: on by default, keyed by its name;
     # the expert agent plays a fixed plan and gets none.
-    actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", cache_dir=str(tmp_path)), run_key="r")
+    actor, _, _ = build_models(resolve(build_config(model="ov", benchmark="alfworld", cache_dir=str(tmp_path)), task_ids=(), check_models=False), run_key="r")
     assert "ConstrainedLLM" in _layers(actor) and actor.identity["grammar"] == ALFWORLD_CHOICES
-    actor, _, _ = build_models(build_config(model="ov", benchmark="alfworld", agent="alfworld-expert", cache=False))
+    actor, _, _ = build_models(resolve(build_config(model="ov", benchmark="alfworld", agent="alfworld-expert", cache=False), task_ids=(), check_models=False))
     assert "ConstrainedLLM" not in _layers(actor)
     # the coder writes one fenced block per call (its tests, then its implementation)
-    actor, _, _ = build_models(build_config(model="local", benchmark="humaneval", cache_dir=str(tmp_path)), run_key="c")
+    actor, _, _ = build_models(resolve(build_config(model="local", benchmark="humaneval", cache_dir=str(tmp_path)), task_ids=(), check_models=False), run_key="c")
     assert actor.identity["grammar"] == code_block_regex()
 
 
@@ -309,10 +311,11 @@ def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
 ])
 def test_constrained_where_it_cannot_apply_is_a_config_error(flags, message):
     from reinagent.config import build_config
-    from reinagent.runner import build_models
+    from reinagent.experiment import build_models
+    from reinagent.plan import resolve
 
     with pytest.raises(ConfigError, match=message):
-        build_models(build_config(cache=False, **flags))
+        build_models(resolve(build_config(cache=False, **flags), task_ids=(), check_models=False))
 
 
 @pytest.mark.slow

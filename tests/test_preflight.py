@@ -14,10 +14,10 @@ import pytest
 
 from reinagent.config import RunConfig
 from reinagent.errors import ConfigError
-from reinagent.experiment import preflight_settings
+from reinagent.plan import picked
 from reinagent.llm.fake_server import FakeOpenAIServer
 from reinagent.outcome import EXIT_ALL_ERRORS, EXIT_SOME_ERRORS, Outcome, error_kind
-from reinagent.preflight import PreflightError, check_extras
+from reinagent.preflight import PreflightError, PreflightSettings, check_extras
 from reinagent.records import TrialRecord
 from reinagent.store import read_spec
 from tests.conftest import run_cli
@@ -118,7 +118,7 @@ def test_a_local_litellm_provider_gets_a_connection_check(monkeypatch):
 def test_missing_alfworld_extra_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "textworld", None)  # `import textworld` fails, as when not installed
     with pytest.raises(PreflightError) as err:
-        check_extras(preflight_settings(RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1")))
+        check_extras(picked(PreflightSettings, RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1")))
     text = str(err.value)
     assert "alfworld extra" in text and "textworld" in text and "pip install -e '.[alfworld]'" in text
     assert "\n" not in text

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from reinagent import reference, resume, run
-from reinagent.config import build_config
+from reinagent.config import RunConfig, build_config
 from reinagent.errors import ConfigError
-from reinagent.experiment import resolve
+from reinagent.plan import resolve
 from reinagent.reference import departures, pending
 from reinagent.runner import load_run
 from tests.conftest import one_line_error, run_cli
@@ -17,7 +17,7 @@ WRONG = "Thought: the first guess.\nAction: Finish[wrong answer]"
 
 
 def _resolved(**flags):
-    return resolve(build_config(**flags))[1]
+    return resolve(build_config(**flags), task_ids=(), check_models=False).config
 
 
 def _records(run_dir):
@@ -54,7 +54,7 @@ def test_flags_and_yaml_keys_win_over_the_preset(tmp_path):
     assert _resolved(benchmark="hotpotqa", preset="paper", memory_size=2).memory_size == 2
     yaml_file = tmp_path / "run.yaml"
     yaml_file.write_text("benchmark: alfworld\npreset: paper\nmax_steps: 30\n")
-    cfg = resolve(build_config(yaml_file, alfworld_demos=1))[1]
+    cfg = resolve(build_config(yaml_file, alfworld_demos=1), task_ids=(), check_models=False).config
     assert (cfg.max_steps, cfg.alfworld_demos, cfg.alfworld_loop) == (30, 1, "repeat")
     found = {d.setting: (d.value, d.reference) for d in departures(cfg.model_dump(mode="json"))}
     assert found == {"max_steps": (30, 49), "alfworld_demos": (1, 2)}

@@ -16,7 +16,8 @@ from reinagent.memory import MemoryView
 from reinagent.records import Message, Trajectory
 from reinagent.rollouts import ROLLOUTS, make_rollout
 from reinagent.rollouts.base import _REGISTRY
-from reinagent.runner import load_run, resolve
+from reinagent.plan import resolve
+from reinagent.runner import load_run
 from reinagent.strategy import ReflexionStrategy
 from tests.conftest import one_line_error, run_cli
 
@@ -68,10 +69,10 @@ def test_react_rollout_records_what_the_agent_alone_records(tmp_path, script):
                   run_dir=str(tmp_path / "r"), cache=False, progress=False)
     _spec, (record,) = load_run(run_dir)
 
-    bench, cfg = resolve(build_config(benchmark="hotpotqa", agent="react", model=model, cache=False))
-    task = bench.load_tasks(cfg.split)[0]
+    plan = resolve(build_config(benchmark="hotpotqa", agent="react", model=model, cache=False))
+    bench, task = plan.benchmark, plan.tasks[0]
     actor = Actor(ScriptedLLM(model.removeprefix("scripted:")), Trajectory(), f"{task.task_id}/trial1")
-    direct = asyncio.run(bench.make_agent("react", cfg).run(task, bench.make_env(task, cfg), MemoryView(
+    direct = asyncio.run(bench.make_agent("react", plan.agent_settings).run(task, bench.make_env(task, plan.task_settings), MemoryView(
         1, ReflexionStrategy.REFLEXION), actor))
     strip = {"calls": {"__all__": {"latency_s"}}}
     assert record.trajectory.model_dump(exclude=strip) == direct.model_dump(exclude=strip)

@@ -329,7 +329,9 @@ def test_a_model_error_mid_search_is_the_trials_error_and_keeps_the_tree(tmp_pat
     """Through run_episode: the error is recorded (not a crash), with the calls and tree so far."""
     from reinagent.errors import ModelError
     from reinagent.memory import EpisodicMemory
-    from reinagent.runner import Experiment, run_episode
+    from reinagent.experiment import build
+    from reinagent.plan import resolve
+    from reinagent.runner import run_episode
 
     class Failing(PromptModel):
         async def generate(self, messages, params, *, rollout_id=None):
@@ -339,7 +341,9 @@ def test_a_model_error_mid_search_is_the_trials_error_and_keeps_the_tree(tmp_pat
 
     ep, cfg = episode(Failing(gold(), lambda j, t, s: f"Action: Finish[wrong{j}]"), "mcts", mcts_children=2)
     store = type("S", (), {"run_dir": tmp_path})()
-    exp = Experiment(cfg, ep.benchmark, ep.agent, [ep.task], ep.actor.llm, None, store)
+    plan = resolve(cfg, task_ids=[ep.task.task_id], check_models=False)
+    exp = build(plan, store, models=(ep.actor.llm, ep.actor.llm, []))
+    exp.agent = ep.agent
     record = asyncio.run(run_episode(exp, ep.task, 1, EpisodicMemory(window=3), None))
     assert record.error == "model error: server went away" and not record.success
     assert record.trajectory.rollout == "mcts" and [n.id for n in record.trajectory.tree] == [0, 1, 2]

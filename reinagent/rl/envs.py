@@ -75,7 +75,7 @@ def resolve_env(cfg: RLAgentConfig, *, split: str | None = None, **extra) -> Pla
     itself (a checkpoint directory too), so the run's model checks are left out."""
     from reinagent.plan import resolve
 
-    return resolve(run_config_of(cfg, split=split, **extra), policy=True)
+    return resolve(run_config_of(cfg, split=split, **extra), check_models=False)
 
 
 def check_trainable(bench: Benchmark) -> None:
