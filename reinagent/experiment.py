@@ -1,12 +1,9 @@
 """Building an experiment from its plan (reinagent/plan.py): the models, the agent and the
-Reflector, and the spec a new run records. runner.py starts and resumes runs with it,
+Reflector. runner.py starts and resumes runs with it,
 schedule.py runs their trials."""
 
 from __future__ import annotations
 
-import socket
-import sys
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,7 +13,6 @@ from reinagent.config import RunConfig
 from reinagent.llm.base import LLM
 from reinagent.plan import Plan, resolve
 from reinagent.records import RunSpec, TrialRecord
-from reinagent.redact import redact_argv, redact_url
 from reinagent.reflector import Reflector
 
 if TYPE_CHECKING:
@@ -94,52 +90,10 @@ def rebuild(config_json: str, run_key: str | None, store, adapt_models=None) -> 
     return build(resolve(RunConfig(**json.loads(config_json)), task_ids=(), new_run=False), store, run_key, adapt_models)
 
 
-def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
-    """What a new run records in spec.json: its settings (no password), its tasks, where it ran."""
-    from reinagent import __version__
-    from reinagent.provenance import git_commit, package_versions, python_version
-    from reinagent.seal import SEAL_FIELD, seal
-
-    config = plan.config
-    cfg = config.model_dump(mode="json")
-    for url in ("base_url", "store", "env_url"):  # a resume is given the store again; a password never lands here
-        if cfg.get(url):
-            cfg[url] = redact_url(cfg[url])
-    sealed = seal(cfg)  # this user chose these endpoints here: a resume may use them (reinagent/seal.py)
-    return RunSpec(
-        config=cfg,
-        task_ids=[t.task_id for t in plan.tasks],
-        created_at=time.time(),
-        reinagent_version=__version__,
-        python_version=python_version(),
-        packages=package_versions(),
-        git_commit=git_commit(),
-        hostname=socket.gethostname(),
-        command=redact_argv(sys.argv),
-        # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
-        # deterministic: the local engine decoded one sequence at a time (greedy text independent
-        # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
-        settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
-                  "constrained": plan.constrained,
-                  "deterministic": config.deterministic, "sampling_seeds": "per-call",
-                  **({SEAL_FIELD: sealed} if sealed else {})},
-    )
-
-
 def latest_records(records: list[TrialRecord]) -> dict[tuple[str, int], TrialRecord]:
     """One record per (task, trial): a later record (a retried error) supersedes an earlier one.
     (`read_records` already gives one per (task, trial), with supersede markers applied.)"""
     return {(r.task_id, r.trial): r for r in records}
-
-
-async def warm_up_if(exp: Experiment, work: list) -> None:
-    """Load a local model, on its own lines, before the first progress bar that needs it (never
-    for a resume with nothing left to do)."""
-    if work and not exp.warmed:
-        from reinagent.preflight import warm_up
-
-        await warm_up(exp.llms)
-        exp.warmed = True
 
 
 def cache_key_of(spec: RunSpec) -> str:

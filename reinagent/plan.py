@@ -113,8 +113,6 @@ def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
     config = apply_preset(config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split}))
     config = config.model_copy(update={"evaluator": _evaluator(bench, config.evaluator)})
-    settings = picked(BenchmarkSettings, config)
-    bench.check_config(settings)
     if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
         from reinagent.rollouts.multi_turn import check_agent
 
@@ -126,7 +124,7 @@ def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     if config.env_url:  # environments on an env server (`reinagent serve-env`); tasks and scoring stay here
         from reinagent.service.served import served
 
-        bench = served(bench, settings)
+        bench = served(bench, picked(BenchmarkSettings, config))
     return bench, config
 
 
@@ -157,7 +155,9 @@ def _evaluator(bench: Benchmark, evaluator: str | None) -> str | None:
 
 
 def _select_tasks(bench: Benchmark, config: RunConfig, task_ids: Sequence[str] | None) -> list[Task]:
-    tasks = bench.load_tasks(config.split)
+    """The run's tasks: those `task_ids` names (a resumed run's), else the split's first `num_envs`;
+    the benchmark checks its settings first (its sandbox, its data, its env server)."""
+    tasks = bench.checked_tasks(picked(BenchmarkSettings, config))
     if task_ids is None:
         return tasks[: config.num_envs] if config.num_envs is not None else tasks
     by_id = {t.task_id: t for t in tasks}

@@ -9,6 +9,7 @@ schedule.py runs its trials (through an executor, each (task, trial) in episode.
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -17,10 +18,11 @@ from pathlib import Path
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
 from reinagent.errors import ConfigError, RunInterrupted
-from reinagent.experiment import Experiment, build, cache_key_of, latest_records, make_spec
+from reinagent.experiment import Experiment, build, cache_key_of, latest_records
 from reinagent.plan import Plan, resolve
 from reinagent.preflight import preflight
 from reinagent.records import RunSpec, TrialRecord
+from reinagent.redact import redact_argv, redact_url
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
 from reinagent.store import RunStore, check_new_run_dir, read_records
 
@@ -91,6 +93,38 @@ class RunRef:
     store: str | None
     run_id: str
     run_dir: Path
+
+
+def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
+    """What a new run records in spec.json: its settings (no password), its tasks, where it ran."""
+    from reinagent import __version__
+    from reinagent.provenance import git_commit, package_versions, python_version
+    from reinagent.seal import SEAL_FIELD, seal
+
+    config = plan.config
+    cfg = config.model_dump(mode="json")
+    for url in ("base_url", "store", "env_url"):  # a resume is given the store again; a password never lands here
+        if cfg.get(url):
+            cfg[url] = redact_url(cfg[url])
+    sealed = seal(cfg)  # this user chose these endpoints here: a resume may use them (reinagent/seal.py)
+    return RunSpec(
+        config=cfg,
+        task_ids=[t.task_id for t in plan.tasks],
+        created_at=time.time(),
+        reinagent_version=__version__,
+        python_version=python_version(),
+        packages=package_versions(),
+        git_commit=git_commit(),
+        hostname=socket.gethostname(),
+        command=redact_argv(sys.argv),
+        # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
+        # deterministic: the local engine decoded one sequence at a time (greedy text independent
+        # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
+        settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
+                  "constrained": plan.constrained,
+                  "deterministic": config.deterministic, "sampling_seeds": "per-call",
+                  **({SEAL_FIELD: sealed} if sealed else {})},
+    )
 
 
 def default_run_dir(config: RunConfig) -> Path:

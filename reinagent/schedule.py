@@ -32,15 +32,17 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     from reinagent.episode import run_episode
     from reinagent.executors import EpisodeParts, make_executor
     from reinagent.resuming import missing_reflections, write_missing_reflections
-    from reinagent.experiment import latest_records, rebuild, warm_up_if as _warm_up_if
+    from reinagent.experiment import latest_records, rebuild
 
     cfg = exp.config
     done = latest_records(records)
     limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
     # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
-    await _warm_up_if(exp, missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, _evaluator(exp)))
-    await write_missing_reflections(exp, done, limit)
-    executor = make_executor(exp, EpisodeParts(run_episode, _warm_up_if, rebuild), exp.plan.executor)
+    missing = missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, cfg.evaluator)
+    if missing:
+        await warm_up_if(exp, missing)
+        await write_missing_reflections(exp, done, limit)
+    executor = make_executor(exp, EpisodeParts(run_episode, warm_up_if, rebuild), exp.plan.executor)
     try:
         if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
             await executor.start()  # a local model loads (or a cluster is joined) once work exists
@@ -50,6 +52,16 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
             await _pipeline(exp, executor, done, limit, progress)
     finally:
         await executor.aclose()
+
+
+async def warm_up_if(exp, work: list) -> None:
+    """Load a local model, on its own lines, before the first progress bar that needs it (never
+    for a resume with nothing left to do). Handed to the executors (EpisodeParts)."""
+    if work and not exp.warmed:
+        from reinagent.preflight import warm_up
+
+        await warm_up(exp.llms)
+        exp.warmed = True
 
 
 def _pending(exp, done: dict[Key, TrialRecord], trial: int) -> list[Task]:

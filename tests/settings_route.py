@@ -4,7 +4,8 @@ up a layer. `python tests/settings_route.py` prints it; tests/test_architecture.
 
 The route is where the settings are being handled, over time: a call that is handed the run's
 config, its plan, the experiment or one of the parts' settings records (any argument but `self`),
-or one of their words (the very string object read from them: a model, a URL, a name), enters the
+or one of their words (the very string object read from them: a model, a URL, a name; alone or in
+a tuple), enters the
 callee's module; its return goes back to the caller's. A coroutine's suspension is a
 pause, not a move. A property read (`exp.config`) is not a hand-over, nor is making one of the
 records; neither is counted.
@@ -59,7 +60,8 @@ def _holds_settings(frame, kinds: tuple[type, ...], values: dict[int, str]) -> b
             for value in getattr(arg, "__dict__", {}).values():
                 if isinstance(value, str) and len(value) > 1:
                     values[id(value)] = value  # kept alive here, so the id stays its own
-    return held or any(isinstance(a, str) and values.get(id(a)) is a for a in args)
+    words = [w for a in args for w in (a if isinstance(a, (tuple, list)) else (a,)) if isinstance(w, str)]
+    return held or any(values.get(id(w)) is w for w in words)
 
 
 def trace(start) -> list[str]:
@@ -68,11 +70,16 @@ def trace(start) -> list[str]:
     values: dict[int, str] = {}
     route: list[str] = []
     stack: list = []  # frames holding the settings, innermost last
+    seen: dict[int, object] = {}
     done = []
 
-    def visit(module: str) -> None:
+    debug = bool(__import__("os").environ.get("ROUTE_DEBUG"))
+
+    def visit(module: str, why: str = "") -> None:
         if not route or route[-1] != module:
             route.append(module)
+            if debug:
+                print(f"  -> {module} {why}", file=sys.stderr)
 
     def profile(frame, event, arg):
         if done or event not in ("call", "return"):
@@ -89,10 +96,11 @@ def trace(start) -> list[str]:
                 return
             if frame.f_code.co_name == "__init__" and isinstance(frame.f_locals.get("self"), kinds):
                 return  # a settings record being made, not handed on
-            resumed = frame.f_lasti >= 0 and frame.f_code.co_flags & (0x80 | 0x200)  # a coroutine resumed
+            resumed = id(frame) in seen  # a coroutine resumed: the same frame again
+            seen[id(frame)] = frame  # kept alive, so its id stays its own
             stack.append(frame)
             if not resumed:
-                visit(module)
+                visit(module, frame.f_code.co_name)
         elif stack and stack[-1] is frame:
             stack.pop()
             final = frame.f_code.co_code[frame.f_lasti] == _RETURN if frame.f_lasti >= 0 else True

@@ -59,7 +59,7 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
 def test_the_spec_records_what_the_default_came_to(settings, recorded):
     """A resumed run must not depend on the defaults of whichever version resumes it."""
     from reinagent.config import build_config
-    from reinagent.experiment import make_spec
+    from reinagent.runner import make_spec
     from reinagent.plan import resolve
 
     spec = make_spec(resolve(build_config(**settings), task_ids=(), check_models=False))
@@ -70,7 +70,7 @@ def test_the_spec_records_what_the_default_came_to(settings, recorded):
 def test_a_hugging_face_directory_is_not_constrained(tmp_path):
     """local:HF_DIR of another family (here: no model_type) runs on transformers, which has no structured output."""
     from reinagent.config import build_config
-    from reinagent.experiment import make_spec
+    from reinagent.runner import make_spec
     from reinagent.plan import resolve
 
     (tmp_path / "config.json").write_text("{}")
@@ -79,7 +79,7 @@ def test_a_hugging_face_directory_is_not_constrained(tmp_path):
 
 def test_a_resume_keeps_the_recorded_default_unless_the_model_changes():
     from reinagent.config import build_config
-    from reinagent.experiment import make_spec
+    from reinagent.runner import make_spec
     from reinagent.plan import resolve
     from reinagent.resuming import ResumePlan, recorded_settings
 

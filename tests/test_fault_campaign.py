@@ -133,12 +133,14 @@ def test_coder_asks_for_the_same_max_tokens_after_resume():
     must still use its own default, or every resumed call differs from the run it continues."""
     from reinagent.agents.coder import DEFAULT_MAX_TOKENS, CoderAgent
     from reinagent.config import RunConfig
+    from reinagent.plan import agent_settings
 
     fresh = RunConfig(benchmark="humaneval")
     rebuilt = RunConfig(**fresh.model_dump(mode="json"))
-    assert CoderAgent(fresh).impl_params.max_tokens == CoderAgent(rebuilt).impl_params.max_tokens == DEFAULT_MAX_TOKENS
+    assert (CoderAgent(agent_settings(fresh)).impl_params.max_tokens
+            == CoderAgent(agent_settings(rebuilt)).impl_params.max_tokens == DEFAULT_MAX_TOKENS)
     explicit = RunConfig(**RunConfig(benchmark="humaneval", max_tokens=512).model_dump(mode="json"))
-    assert CoderAgent(explicit).impl_params.max_tokens == 512
+    assert CoderAgent(agent_settings(explicit)).impl_params.max_tokens == 512
 
 
 def test_alfworld_worker_outlives_the_thread_that_started_it():

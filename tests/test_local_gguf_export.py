@@ -140,7 +140,7 @@ def test_local_hf_dir_runs_on_openvino_with_transformers_greedy_text(hf_dir, cac
     llm = make_llm(f"local:{hf_dir}", deterministic=True)
     assert isinstance(llm, OpenVINOLLM) and on_openvino(f"local:{hf_dir}")
     assert isinstance(make_llm(f"hf:{hf_dir}"), HFLLM)  # hf:PATH stays transformers
-    from reinagent.experiment import make_spec
+    from reinagent.runner import make_spec
     from reinagent.plan import resolve
 
     # actions constrained by default, as for `local` (the OpenVINO engine has structured output)

@@ -168,10 +168,10 @@ def test_bad_settings_are_one_line_errors(tmp_path, script, flags, needles):
 def test_the_table_of_continuable_agents_matches_the_agents():
     from reinagent import make
     from reinagent.benchmarks import REGISTRY
-    from reinagent.config import RunConfig
+    from reinagent.settings import AgentSettings
 
     for name in ("gsm8k", "hotpotqa", "humaneval", "mbpp"):
         bench = make(name)
         for agent in REGISTRY[name][2]:
-            can = callable(getattr(bench.make_agent(agent, RunConfig(benchmark=name, agent=agent)), "continue_episode", None))
+            can = callable(getattr(bench.make_agent(agent, AgentSettings()), "continue_episode", None))
             assert can == (agent in CONTINUABLE.get(name, ())), (name, agent)

@@ -60,12 +60,21 @@ def test_flags_and_yaml_keys_win_over_the_preset(tmp_path):
     assert found == {"max_steps": (30, 49), "alfworld_demos": (1, 2)}
 
 
-def test_preset_refuses_a_benchmark_the_reference_never_ran():
+def test_preset_refuses_a_benchmark_the_reference_never_ran(script):
     with pytest.raises(ConfigError, match="no gsm8k run; valid benchmarks: alfworld, hotpotqa, humaneval"):
         _resolved(benchmark="gsm8k", preset="paper")
-    proc = run_cli("run", "--benchmark", "gsm8k", "--preset", "paper", "--model", "scripted:x", "--num-envs", "1")
+    proc = run_cli("run", "--benchmark", "gsm8k", "--preset", "paper", "--model", script([]), "--num-envs", "1")
     assert proc.returncode == 2
     one_line_error(proc, "--preset paper", "valid benchmarks")
+
+
+def test_every_problem_the_settings_have_is_reported_at_once():
+    """A missing model file and a preset the benchmark has no reference for: both lines, one exit."""
+    proc = run_cli("run", "--benchmark", "gsm8k", "--preset", "paper", "--model", "scripted:/nonexistent.yaml")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 2, proc.stderr
+    assert "scripted model file /nonexistent.yaml does not exist" in lines[0] and "no gsm8k run" in lines[1]
 
 
 def test_every_reference_setting_is_a_run_setting():
@@ -199,7 +208,7 @@ def test_alfworld_reflector_gets_plan_examples_with_the_plan_prompt():
     from reinagent.plan import resolve
 
     def reflector(**settings):
-        plan = resolve(RunConfig(benchmark="alfworld", model="scripted:x", **settings), task_ids=())
+        plan = resolve(RunConfig(benchmark="alfworld", model="scripted:x", **settings), task_ids=(), check_models=False)
         return build(plan, None, models=(None, None, [])).reflector
 
     plan, lesson = reflector(reflection_prompt="plan"), reflector()

@@ -30,7 +30,7 @@ def test_the_run_hands_the_agents_examples_to_its_reflector(tmp_path):
     from reinagent.experiment import build
     from reinagent.plan import resolve
 
-    plan = resolve(RunConfig(benchmark="hotpotqa", agent="cot-context", model="scripted:x"), task_ids=())
+    plan = resolve(RunConfig(benchmark="hotpotqa", agent="cot-context", model="scripted:x"), task_ids=(), check_models=False)
     exp = build(plan, None, models=(None, None, []))
     assert "Context:" in exp.reflector.examples and "Search[" not in exp.reflector.examples
 

@@ -241,7 +241,7 @@ def test_report_of_training_rollouts_counts_steps_calls_and_tokens(tiny, tmp_pat
     rollout = agent.token_rollout()
     tasks = agent.bench.load_tasks("train")[:2]
     settings = run_settings(agent.config, "grpo", 3, 1e-3, 2)
-    log = RolloutLog(tmp_path / "rollouts", agent.run_config, tasks, settings)
+    log = RolloutLog(tmp_path / "rollouts", agent.plan_of(tasks), settings)
     episodes = []
     for step in (1, 2):
         batch = rollout.run(model, tasks, samples=2, temperature=1.0, seed=step)

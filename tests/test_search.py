@@ -55,7 +55,7 @@ class PromptModel(LLM):
 def episode(llm, rollout="mcts", agent="cot-context", strategy="reflexion", **settings):
     cfg = build_config(benchmark="hotpotqa", agent=agent, rollout=rollout, num_envs=1, cache=False,
                        model="scripted:unused", **settings)
-    plan = resolve(cfg)
+    plan = resolve(cfg, check_models=False)
     bench, cfg, task = plan.benchmark, plan.config, plan.tasks[0]
     actor = Actor(llm, Trajectory(), f"{task.task_id}/trial1", Budget.of(plan.agent_settings))
     view = MemoryView(1, ReflexionStrategy(strategy))

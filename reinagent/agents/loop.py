@@ -48,10 +48,11 @@ async def step_loop(
             traj.end_reason = "prompt_budget"
             break
         completion = await actor.complete(traj.messages, params)
-        step, action = parsed_step(len(traj.messages), completion.text, names)
+        text = await _with_action(actor, traj.messages, params, completion.text)
+        step, action = parsed_step(len(traj.messages), text, names)
         traj.steps.append(step)
-        traj.messages.append(Message(role="assistant", content=clean_step_text(step.thought, action, completion.text)))
-        sent = str(action) if action else (completion.text.strip() or "(empty)")
+        traj.messages.append(Message(role="assistant", content=clean_step_text(step.thought, action, text)))
+        sent = str(action) if action else (text.strip() or "(empty)")
         obs, _reward, terminated, truncated, info = await astep(env, sent)
         step.observation = obs
         if terminated:
@@ -63,6 +64,19 @@ async def step_loop(
             traj.end_reason = "step_budget"
             break
     return traj
+
+
+async def _with_action(actor: Actor, messages: list[Message], params: GenerationParams, text: str) -> str:
+    """A reply that stopped after its thought gets asked for its action, once, within the same
+    step: the reference prompts `Action {n}:` after every thought (hotpotqa_runs/agents.py), so a
+    thought alone is never an invalid action there. A real model (Qwen2.5-Coder-1.5B, issue 43)
+    ends a ReAct turn after the thought in about 1 reply of 8 when its output is not held to the
+    grammar, and then copies the 'Invalid action' observation as its next thought."""
+    if not text.strip().startswith("Thought") or "Action" in text:
+        return text
+    asked = [*messages, Message(role="assistant", content=text.strip()), Message(role="user", content="Action:")]
+    reply = (await actor.complete(asked, params)).text.strip()
+    return f"{text.rstrip()}\nAction: {reply.removeprefix('Action:').strip()}"
 
 
 def with_feedback(messages: list[Message], feedback: str) -> list[Message]:

@@ -76,6 +76,11 @@ class Benchmark(abc.ABC):
     def check_config(self, settings: BenchmarkSettings) -> None:  # noqa: B027
         """Raise ConfigError for settings this benchmark cannot run (checked before any work)."""
 
+    def checked_tasks(self, settings: BenchmarkSettings) -> list[Task]:
+        """The split's tasks, once the settings are checked: what a run's plan asks a benchmark."""
+        self.check_config(settings)
+        return self.load_tasks(settings.split)
+
     def settings(self) -> dict[str, Any]:
         """Facts about the setting worth recording in the run spec (e.g. docstore kind)."""
         return {}

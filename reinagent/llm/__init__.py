@@ -180,6 +180,12 @@ def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_e
     kinds = tuple(backend_of(model, base_url) for model in models)
     for model in dict.fromkeys(models):
         check_credentials(model, base_url, api_key_env)
+        if model.startswith("scripted:"):  # its file is read when the model is built: say so now
+            from pathlib import Path
+
+            from reinagent.llm.scripted import check_script
+
+            check_script(Path(model.removeprefix("scripted:")))
     return kinds
 
 
@@ -190,8 +196,9 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
     from reinagent.llm.wire import endpoint_key, is_provider_endpoint
 
     kind = backend_of(model, base_url)
-    if api_key_env:
-        endpoint_key(base_url, api_key_env)  # ConfigError when the named variable is not set
+    if api_key_env:  # (a model that asks no server does not use it: preflight.check_model_flags says so)
+        if kind in ("openai-compatible", "litellm"):
+            endpoint_key(base_url, api_key_env)  # ConfigError when the named variable is not set
         return
     if kind != "litellm" or (base_url and not is_provider_endpoint(base_url)):
         return  # a --base-url server is not sent the provider's key, so it need not be set

@@ -68,6 +68,11 @@ class ScriptedLLM(LLM):
         return self.default
 
 
+def check_script(path: Path) -> None:
+    """A ConfigError now for a script the model could not read (checked before a run starts)."""
+    _load(path)
+
+
 def _load(path: Path) -> tuple[list[dict], str]:
     if not path.is_file():
         raise ConfigError(f"scripted model file {path} does not exist")

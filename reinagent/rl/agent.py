@@ -201,7 +201,7 @@ class RLAgent:
         return dataclasses.replace(self.plan, config=self.run_config.model_copy(update=update), tasks=tuple(tasks))
 
     def _collect_tokens(self, split: str, num: int | None, run_dir: Path) -> Path:
-        from reinagent.experiment import make_spec
+        from reinagent.runner import make_spec
         from reinagent.store import RunStore
 
         tasks = self.bench.load_tasks(split)[:num]

@@ -81,7 +81,7 @@ class RolloutLog:
 
     def __init__(self, run_dir: Path, plan: Any, settings: dict[str, Any],
                  resume_step: int | None = None):
-        from reinagent.experiment import make_spec
+        from reinagent.runner import make_spec
         from reinagent.store import RunStore
 
         self.run_dir = run_dir

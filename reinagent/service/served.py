@@ -92,6 +92,4 @@ def served(bench: Benchmark, settings) -> Benchmark:
                           f"(--benchmark {bench.name} --env-url needs a `reinagent serve-env` server)")
     if not settings.env_url or bench.name == "remote":
         return bench
-    wrapped = ServedBenchmark(bench, settings.env_url)
-    wrapped.check_config(settings)
-    return wrapped
+    return ServedBenchmark(bench, settings.env_url)  # checked with its tasks (Benchmark.checked_tasks)
