@@ -315,7 +315,8 @@ def test_weak_sandbox_is_refused_without_the_flag(tmp_path, mbpp):
     assert "--allow-weak-sandbox" in lines[0] and "apt-get install bubblewrap" in lines[0]
     proc = run_cli("check-solutions", "--benchmark", "mbpp", "--solutions", str(path), "--allow-weak-sandbox", env=weak)
     assert proc.returncode == 0 and json.loads(proc.stdout) == {task.task_id: True}, proc.stderr
-    run = run_cli("run", "--benchmark", "mbpp", "--model", "scripted:/nonexistent", "--num-envs", "1",
+    (tmp_path / "model.yaml").write_text("default: x\n")  # a model that exists: the sandbox is the one problem
+    run = run_cli("run", "--benchmark", "mbpp", "--model", f"scripted:{tmp_path / 'model.yaml'}", "--num-envs", "1",
                   "--run-dir", str(tmp_path / "run"), env=weak)
     lines = [line for line in run.stderr.splitlines() if line.strip()]
     assert run.returncode == 2 and len(lines) == 1 and "--allow-weak-sandbox" in lines[0], run.stderr
