@@ -29,3 +29,12 @@ def test_the_cot_agent_is_asked_too_and_a_full_reply_is_asked_nothing(script, tm
     assert asked.success and len(asked.trajectory.calls) == 2
     whole = _one(script, tmp_path / "b", "cot-context", [f"Thought: It is the legal form.\nAction: Finish[{GOLD}]"])
     assert whole.success and len(whole.trajectory.calls) == 1
+
+
+def test_a_math_reply_without_an_action_is_read_for_its_number_not_asked_again(script, tmp_path):
+    """GSM8K's rule: a reply with no Finish[...] is read for its number (no second call)."""
+    model = script([], default="Thought: 2 and 3 make 5, so the answer is 5.")
+    run_dir = run(benchmark="arithmetic", strategy="none", num_trials=1, num_envs=1, model=model,
+                  run_dir=str(tmp_path / "math"), cache=False, progress=False)
+    record = load_run(run_dir)[1][0]
+    assert len(record.trajectory.calls) == 1

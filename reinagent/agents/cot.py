@@ -14,6 +14,9 @@ from reinagent.records import Message, Trajectory
 
 class CotAgent(Agent):
     name: ClassVar[str] = "cot"
+    # HotpotQA's reference asks for `Action {n}:` after a thought; a math reply without an action
+    # is read for its number instead (gsm8k.py), so the math agents do not ask again
+    asks_for_action: ClassVar[bool] = True
 
     def __init__(self, settings, *, with_context: bool):
         self.with_context = with_context
@@ -47,11 +50,13 @@ class CotAgent(Agent):
         return [Message(role="system", content=self.system()), Message(role="user", content="\n\n".join(parts))]
 
     async def run(self, task, env, memory: MemoryView, actor: Actor) -> Trajectory:
-        return await step_loop(actor, env, self.prompt(task, memory), ("finish",), self.params)
+        return await step_loop(actor, env, self.prompt(task, memory), ("finish",), self.params,
+                               ask_action=self.asks_for_action)
 
     async def continue_episode(self, task, env, actor: Actor, feedback: str) -> Trajectory:
         """Another turn after feedback (the multi-turn rollout): the earlier attempt stays in the prompt."""
-        return await step_loop(actor, env, with_feedback(actor.trajectory.messages, feedback), ("finish",), self.params)
+        return await step_loop(actor, env, with_feedback(actor.trajectory.messages, feedback), ("finish",), self.params,
+                               ask_action=self.asks_for_action)
 
     def render_attempt(self, task, trajectory: Trajectory) -> str:
         """With the context (the Reflector's input: its only copy of it)."""

@@ -37,6 +37,7 @@ async def step_loop(
     params: GenerationParams,
     *,
     max_prompt_tokens: int | None = None,
+    ask_action: bool = True,
 ) -> Trajectory:
     """Ask for a step, act it out, show the observation; until Finish, the step budget or the
     prompt budget ends the episode. Unparseable output is sent to the environment as is, which
@@ -48,7 +49,7 @@ async def step_loop(
             traj.end_reason = "prompt_budget"
             break
         completion = await actor.complete(traj.messages, params)
-        text = await _with_action(actor, traj.messages, params, completion.text)
+        text = await _with_action(actor, traj.messages, params, completion.text) if ask_action else completion.text
         step, action = parsed_step(len(traj.messages), text, names)
         traj.steps.append(step)
         traj.messages.append(Message(role="assistant", content=clean_step_text(step.thought, action, text)))

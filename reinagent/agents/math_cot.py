@@ -15,6 +15,7 @@ from reinagent.agents.prompts import gsm8k as prompts
 
 class MathCotAgent(CotAgent):
     name: ClassVar[str] = "cot"
+    asks_for_action: ClassVar[bool] = False  # a reply's number is its answer (gsm8k.py)
 
     def __init__(self, settings):
         super().__init__(settings, with_context=False)
