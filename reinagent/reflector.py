@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from reinagent.llm.base import LLM, GenerationParams
@@ -65,9 +66,23 @@ class Reflector:
         return clean_reflection(completion.text), completion.to_call("reflector", self.params, rollout_id)
 
 
+# The examples' header (and the prompt's "Your failed attempt:"), which a chat model may echo: the
+# 1.5B opened every HotpotQA reflection with it, then restated the attempt or copied an example's
+# reflection before writing its own after a "Reflection:" label.
+_ECHOED_HEADER = re.compile(r"(?:your\s+)?failed\s+attempt\s*:", re.I)
+_INNER_LABEL = re.compile(r"(?:reflection|new\s+plan)\s*:", re.I)
+
+
 def clean_reflection(text: str) -> str:
-    """Strip chat habits (a 'Reflection:' label, markdown emphasis) and keep the paragraph."""
+    """Strip chat habits (a 'Reflection:' label, markdown emphasis) and keep the paragraph. A reply
+    that opens with the examples' "Failed attempt:" header keeps what follows its last
+    "Reflection:" (or "New plan:") label, as the reference's prompt, which ends with that label,
+    keeps what the model writes after it."""
     text = text.strip().strip("*").strip()
+    header = _ECHOED_HEADER.match(text)
+    if header:
+        labels = list(_INNER_LABEL.finditer(text, header.end()))
+        text = text[labels[-1].end() if labels else header.end():].strip().strip("*").strip()
     for label in (PREFIX, PLAN_PREFIX, "Plan:"):
         if text.lower().startswith(label.lower()):
             text = text[len(label) :].strip()

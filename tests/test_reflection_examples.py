@@ -46,3 +46,57 @@ def test_no_example_question_is_an_evaluation_question():
 def test_other_benchmarks_keep_one_set():
     bench = benchmarks.make("humaneval")
     assert bench.reflection_examples_for("coder") == bench.reflection_examples != ""
+
+
+# Replies of the 1.5B's Reflector in hotpot_runs/qwen2.5-coder-1.5b/react_reflexion (trial 1),
+# before this rule: every HotpotQA reply opened with the examples' header, and a third restated an
+# example's reflection there before its own.
+COPIED = ("Failed attempt: I searched for the city instead of the team, then guessed the total capacity instead of the "
+          "seated capacity. Next time I will search the team page first to find the arena's name, search the arena, "
+          "and answer with the number of seats the page gives for seating. Reflection: I made a mistake by assuming "
+          "the question was about the company's old name. Next time I will search VIVA Media first.")
+RESTATED = ("Failed attempt:\nI searched for the Rome Protocols and did not find the signers.\n\nReflection: I never "
+            "searched the signers' pages. Next time I will search each Prime Minister.")
+
+
+@pytest.mark.parametrize("reply,kept", [
+    (COPIED, "I made a mistake by assuming the question was about the company's old name. Next time I will search VIVA Media first."),
+    (RESTATED, "I never searched the signers' pages. Next time I will search each Prime Minister."),
+    ("**Your failed attempt:** I answered too early; next time I will read both pages.",
+     "I answered too early; next time I will read both pages."),
+    ("Failed attempt: searched the wrong page. New plan: search the team, then the arena.",
+     "search the team, then the arena."),
+    ("Reflection: I compared jobs, not nationalities.", "I compared jobs, not nationalities."),
+    # an example copied whole, label and all, then the model's own: the last label's text is kept
+    ("Failed attempt: Action: Finish[4,000] Reflection: I searched for the city instead of the team. "
+     "Reflection: I guessed the year. Next time I will search the operation's page.",
+     "I guessed the year. Next time I will search the operation's page."),
+    # no echoed header: a "Reflection:" inside the text is the model's own words, kept
+    ("I wrote 'Reflection: done' as my answer. Next time I will answer the question.",
+     "I wrote 'Reflection: done' as my answer. Next time I will answer the question."),
+])
+def test_a_reply_that_echoes_the_examples_header_keeps_its_own_reflection(reply, kept):
+    from reinagent.reflector import clean_reflection
+
+    assert clean_reflection(reply) == kept
+
+
+def test_the_committed_1_5b_reflections_lose_the_copied_example():
+    """On the committed ReAct run's reflections (recorded before this rule): nearly all opened with
+    the header; of those that restated the example's first sentence, what is now kept mostly does
+    not (it stays where the model's own text after the label copies it again)."""
+    from pathlib import Path
+
+    from reinagent.reflector import clean_reflection
+
+    path = Path(__file__).parents[1] / "hotpot_runs" / "qwen2.5-coder-1.5b" / "react_reflexion" / "records.jsonl"
+    if not path.exists():
+        pytest.skip("the committed 1.5B ReAct run is not in this checkout")
+    replies = [json.loads(line)["reflection"] for line in path.open(encoding="utf-8")]
+    replies = [r for r in replies if r]
+    copied = "I searched for the city instead of the team, then guessed the total capacity"
+    assert sum(r.startswith("Failed attempt:") for r in replies) >= 0.9 * len(replies)
+    before = sum(copied in r for r in replies)
+    after = sum(copied in clean_reflection(r) for r in replies)
+    assert before >= 10 and after <= before // 3, (before, after)
+    assert not any(clean_reflection(r).lower().startswith("failed attempt") for r in replies)
