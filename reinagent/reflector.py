@@ -78,12 +78,16 @@ def clean_reflection(text: str) -> str:
     that opens with the examples' "Failed attempt:" header keeps what follows its last
     "Reflection:" (or "New plan:") label, as the reference's prompt, which ends with that label,
     keeps what the model writes after it."""
-    text = text.strip().strip("*").strip()
+    text = _bare(text)
     header = _ECHOED_HEADER.match(text)
-    if header:
-        labels = list(_INNER_LABEL.finditer(text, header.end()))
-        text = text[labels[-1].end() if labels else header.end():].strip().strip("*").strip()
+    if header:  # the last label with words after it (a reply cut at its token limit may end on one)
+        starts = [header.end()] + [m.end() for m in _INNER_LABEL.finditer(text, header.end())]
+        text = next((t for t in (_bare(text[i:]) for i in reversed(starts)) if t), "")
     for label in (PREFIX, PLAN_PREFIX, "Plan:"):
         if text.lower().startswith(label.lower()):
             text = text[len(label) :].strip()
     return " ".join(text.split())
+
+
+def _bare(text: str) -> str:
+    return text.strip().strip("*").strip()

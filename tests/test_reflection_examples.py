@@ -71,6 +71,11 @@ RESTATED = ("Failed attempt:\nI searched for the Rome Protocols and did not find
     ("Failed attempt: Action: Finish[4,000] Reflection: I searched for the city instead of the team. "
      "Reflection: I guessed the year. Next time I will search the operation's page.",
      "I guessed the year. Next time I will search the operation's page."),
+    # cut at the token limit right after a label: the text before it is kept, not nothing
+    ("Failed attempt: I searched for the question instead of the film. Reflection:",
+     "I searched for the question instead of the film. Reflection:"),
+    ("Failed attempt: I guessed. Reflection: Next time I will search the film. Reflection: **",
+     "Next time I will search the film. Reflection:"),
     # no echoed header: a "Reflection:" inside the text is the model's own words, kept
     ("I wrote 'Reflection: done' as my answer. Next time I will answer the question.",
      "I wrote 'Reflection: done' as my answer. Next time I will answer the question."),
