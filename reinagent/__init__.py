@@ -8,8 +8,8 @@ imported on use. docs/architecture.md draws how the parts below meet.
     names.py                   the rollout names config.py checks (below config and rollouts/ both)
     task.py records.py         Task; the typed records of a run (Trajectory, TrialRecord, RunSpec, ...)
     env.py                     the Gymnasium-style Env every benchmark's environments implement
-    plan.py settings.py        a run's settings resolved once into a frozen Plan; each part's own settings
-    experiment.py              an experiment built from its plan: models, agent, Reflector; a run's spec
+    plan.py settings.py        a run's settings resolved once into a frozen Plan, then built (models, agent,
+                               Reflector: the Experiment); each part's own settings
     runner.py schedule.py      start/resume/load a run; its trial loop (pipeline or barrier)
     episode.py                 one (task, trial): rollout, evaluation, reflection, into a record
     memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection

@@ -19,7 +19,7 @@ from reinagent.text import clipped
 
 if TYPE_CHECKING:
     from reinagent.benchmarks.base import Task
-    from reinagent.experiment import Experiment
+    from reinagent.plan import Experiment
 
 # An error message kept in a record (and shown in reports): a server's 200 MB error body or a
 # program's endless exception text must not become a 200 MB records.jsonl.

@@ -11,6 +11,44 @@ class ConfigError(ReinagentError):
     """Bad configuration: unknown names, invalid numbers, malformed YAML."""
 
 
+class PreflightError(ConfigError):
+    """A check before the run failed: one line naming what, why and the fix (the CLI exits 2)."""
+
+
+class MissingExtra(PreflightError):
+    """An optional extra the run needs is not installed."""
+
+
+# extra -> modules it installs that a run imports; the install hint names the extra
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "alfworld": ("alfworld", "textworld"),
+    "local": ("openvino_genai",),  # the OpenVINO engine (reinagent.llm.openvino)
+    "hf": ("torch", "transformers", "safetensors"),  # transformers: hf:PATH, and local:HF_DIR checkpoints
+}
+
+
+def require_extra(extra: str, what: str) -> None:
+    """MissingExtra, one line, when a module of `extra` (one of EXTRAS) is not installed; `what`
+    names who needs it ("benchmark alfworld", "model 'local'")."""
+    missing = [m for m in EXTRAS[extra] if not importable(m)]
+    if missing:
+        raise MissingExtra(f"{what}: needs the {extra} extra (module {missing[0]} is not installed); install it "
+                           f"with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)")
+
+
+def importable(module: str) -> bool:
+    """Whether `import module` can work, without importing it (alfworld takes seconds)."""
+    import importlib.util
+    import sys
+
+    if module in sys.modules:
+        return sys.modules[module] is not None  # None: an import that is known to fail
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 class RunDirError(ReinagentError):
     """A run directory that does not exist, is not a run, or has a corrupt record file."""
 

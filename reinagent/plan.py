@@ -1,9 +1,10 @@
-"""Resolving a run, once: its raw settings (flags > YAML > `--preset` > defaults, a `RunConfig`)
-become a frozen, typed `Plan` that everything after reads. The route of a run:
+"""Resolving a run, once, and building it: its raw settings (flags > YAML > `--preset` > defaults,
+a `RunConfig`) become a frozen, typed `Plan` that everything after reads, and the plan becomes the
+`Experiment` that runs. The route of a run:
 
     resolve(config) -> plan      here: names, preset, Evaluator, tasks, models, each part's settings
     preflight(plan.checks)       preflight.py: what needs something running (model servers, a Ray cluster)
-    build(plan) -> experiment    experiment.py: models, agent, Reflector
+    build(plan) -> experiment    here: models, agent, Reflector
     run                          runner.py / schedule.py: the trials
 
 Every check that needs nothing running happens in `resolve`, and every problem it finds is
@@ -16,22 +17,25 @@ reads the RunConfig.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reinagent import benchmarks
+from reinagent.agents.base import Activity, Agent
 from reinagent.config import RunConfig
-from reinagent.errors import ConfigError, RunDirError, choices
+from reinagent.errors import ConfigError, MissingExtra, RunDirError, choices, require_extra
 from reinagent.executors import ExecutorSettings
-from reinagent.llm.constrained import GrammarChoice, choose_grammar
+from reinagent.llm.base import LLM
 from reinagent.llm.stack import ModelSettings
-from reinagent.preflight import MissingExtra, PreflightSettings, settings_problems
+from reinagent.preflight import PreflightSettings
 from reinagent.reference import BENCHMARKS as PRESET_BENCHMARKS
 from reinagent.reference import references
+from reinagent.reflector import Reflector
 from reinagent.settings import AgentSettings, BenchmarkSettings, RolloutSettings
 
 if TYPE_CHECKING:
     from reinagent.benchmarks.base import Benchmark, Task
+    from reinagent.store import RunStore
 
 
 @dataclass(frozen=True)
@@ -45,10 +49,15 @@ class Plan:
     agent_settings: AgentSettings
     rollout: RolloutSettings
     models: ModelSettings  # the model stack's
-    grammar: GrammarChoice  # the actor's action grammar, for the model stack
-    constrained: bool  # what --constrained came to for the actor (recorded in the spec)
-    checks: PreflightSettings  # what preflight.preflight asks of running things
+    grammar: str | None  # the actor's action grammar (llm.constrained.choose_grammar), for the model stack
+    checks: PreflightSettings | None  # what preflight.preflight asks of running things; None: nothing to ask
+    reflection_examples: str  # the Reflector's examples for this agent and --reflection-prompt
     executor: ExecutorSettings
+
+    @property
+    def constrained(self) -> bool:
+        """What --constrained came to for the actor (recorded in the spec)."""
+        return self.grammar is not None
 
 
 def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run: bool = True,
@@ -63,14 +72,20 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         from reinagent.llm import check_models
 
         kinds = _collect(problems, check_models, (config.actor_model, config.reflection_model),
-                         config.base_url, config.api_key_env) or ()
-        if kinds:
-            problems += settings_problems(picked(PreflightSettings, config, backends=kinds), new_run=new_run)
+                         config.base_url, config.api_key_env, new_run=new_run) or ()
+    if config.benchmark.lower().removesuffix("-v1") == "alfworld" and not config.env_url:
+        _collect(problems, require_extra, "alfworld", f"benchmark {config.benchmark}")
+    grammar = None
     # a missing extra (alfworld) is named before the benchmark imports it
     if not any(isinstance(p, MissingExtra) for p in problems):
         try:
             bench, config = _resolve_benchmark(config)
             tasks = _select_tasks(bench, config, task_ids)
+            if config.constrained or (config.constrained is None and kinds[:1] in ((), ("local",))):
+                from reinagent.llm.constrained import choose_grammar  # only OpenVINO constrains
+
+                grammar = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
+                                         config.actor_model, config.base_url, config.precision)
         except ConfigError as err:
             problems.append(err)
         except ImportError as err:  # an extra not checked (the models' own problems hid it)
@@ -78,26 +93,31 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
                                         "install its extra (./run_tests.sh installs every extra)"))
     if problems:
         raise problems[0] if len(problems) == 1 else ConfigError("\n".join(str(p) for p in problems))
-    grammar, constrained = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
-                                          config.actor_model, config.base_url, config.precision)
     return Plan(
         config=config, benchmark=bench, tasks=tuple(tasks), task_settings=picked(BenchmarkSettings, config),
         agent_settings=agent_settings(config),
         rollout=picked(RolloutSettings, config), models=picked(ModelSettings, config),
-        grammar=grammar, constrained=constrained,
-        checks=picked(PreflightSettings, config, backends=kinds),
+        grammar=grammar,
+        checks=picked(PreflightSettings, config, backends=kinds) if _asks_running(kinds, config.executor) else None,
+        reflection_examples=reflection_examples(bench, config.agent, config.reflection_prompt),
         executor=ExecutorSettings(name=config.executor, ray_address=config.ray_address,
                                   models=(config.actor_model, config.reflection_model), base_url=config.base_url,
                                   precision=config.precision, run_settings=config.model_dump_json()),
     )
 
 
-def _collect(problems: list[ConfigError], check: Callable[..., Any], *args: Any) -> Any:
+def _collect(problems: list[ConfigError], check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
-        return check(*args)
+        return check(*args, **kwargs)
     except ConfigError as err:
         problems.append(err)
         return None
+
+
+def _asks_running(kinds: tuple[str, ...], executor: str) -> bool:
+    """Whether the run needs something running checked (preflight.py): a model server, a Ray
+    cluster; or backends not looked up here (`check_models` False)."""
+    return not kinds or executor != "local" or bool({"openai-compatible", "litellm"} & set(kinds))
 
 
 def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
@@ -154,6 +174,14 @@ def _evaluator(bench: Benchmark, evaluator: str | None) -> str | None:
     return evaluator or bench.default_evaluator
 
 
+def reflection_examples(bench: Benchmark, agent: str | None, style: str = "lesson") -> str:
+    """The Reflector's examples for a failed attempt of `agent`: the benchmark's set for that agent
+    (HotpotQA keeps one per agent) or its one set; under `--reflection-prompt plan` its plans."""
+    if style == "plan" and bench.plan_examples:
+        return bench.plan_examples
+    return bench.reflection_examples_by_agent.get(agent or "", bench.reflection_examples)
+
+
 def _select_tasks(bench: Benchmark, config: RunConfig, task_ids: Sequence[str] | None) -> list[Task]:
     """The run's tasks: those `task_ids` names (a resumed run's), else the split's first `num_envs`;
     the benchmark checks its settings first (its sandbox, its data, its env server)."""
@@ -186,3 +214,77 @@ def _given(config: RunConfig, name: str) -> bool:
     """Set by a flag or YAML key to other than the framework's default (a config rebuilt from
     spec.json on resume has every field set, so the value decides there)."""
     return name in config.model_fields_set and getattr(config, name) != RunConfig.model_fields[name].default
+
+
+# ----- building the run ----------------------------------------------------------------------
+
+
+@dataclass
+class Experiment:
+    """Everything a running experiment holds."""
+
+    plan: Plan
+    agent: Agent
+    actor_llm: LLM
+    reflector: Reflector
+    store: RunStore
+    llms: list[LLM] = field(default_factory=list)
+    warmed: bool = False  # local models loaded (preflight.warm_up)
+    activity: Activity = field(default_factory=Activity)  # calls and nodes of episodes in flight (progress)
+
+    @property
+    def config(self) -> RunConfig:  # the run layer's view: every setting as the run uses it
+        return self.plan.config
+
+    @property
+    def benchmark(self) -> Benchmark:
+        return self.plan.benchmark
+
+    @property
+    def tasks(self) -> list[Task]:
+        return list(self.plan.tasks)
+
+
+def build(plan: Plan, store: RunStore, run_key: str | None = None, adapt_models=None,
+          models: tuple[LLM, LLM, list[LLM]] | None = None) -> Experiment:
+    """The experiment of a resolved plan: models (cheap: they load on first use), the agent and the
+    Reflector. `run_key` (from the run's spec) scopes the response cache to the run (--cache-scope
+    run); `adapt_models` may replace the models built (on a Ray worker: the embedded model's actor);
+    `models` are used instead of building them (a test's own)."""
+    actor, reflector_llm, llms = models or build_models(plan, run_key)
+    if adapt_models is not None:
+        actor, reflector_llm, llms = adapt_models((actor, reflector_llm, llms))
+    config = plan.config
+    reflector = Reflector(reflector_llm, plan.reflection_examples, style=config.reflection_prompt,
+                          max_tokens=config.reflection_max_tokens)
+    return Experiment(plan, plan.benchmark.make_agent(config.agent, plan.agent_settings), actor, reflector, store, llms)
+
+
+def build_models(plan: Plan, run_key: str | None = None) -> tuple[LLM, LLM, list[LLM]]:
+    """Actor and reflector models; one shared instance when both roles name the same model."""
+    from reinagent.llm.stack import build_llm
+
+    config = plan.config
+    actor = build_llm(config.actor_model, plan.models, role="actor", run_key=run_key, grammar=plan.grammar)
+    # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
+    # the reflector then gets its own stack (a local engine is still loaded once and shared).
+    if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
+        return actor, actor, [actor]
+    reflector = build_llm(config.reflection_model, plan.models, role="reflector", run_key=run_key)
+    return actor, reflector, [actor, reflector]
+
+
+def _layers(llm: LLM) -> list[str]:
+    names = []
+    while llm is not None and len(names) < 8:
+        names.append(type(llm).__name__)
+        llm = llm.__dict__.get("inner")
+    return names
+
+
+def rebuild(config_json: str, run_key: str | None, store, adapt_models=None) -> Experiment:
+    """The run's experiment built again in another process (a Ray worker) from its settings as
+    JSON. Handed to the executors (executors.EpisodeParts), which never import this module."""
+    import json
+
+    return build(resolve(RunConfig(**json.loads(config_json)), task_ids=(), new_run=False), store, run_key, adapt_models)

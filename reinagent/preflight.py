@@ -1,57 +1,45 @@
-"""Checks before the first episode: can this run work at all?
+"""Checks before the first episode that need something running: can this run work at all?
 
-`run` and `resume` call `preflight(settings)` after the settings are validated and before a run
-directory is made or an episode starts, so a dead endpoint, an unknown provider or a missing
-extra costs seconds and one line (exit 2), not a run of errored trials:
+`run` and `resume` call `preflight(plan.checks)` after the settings are resolved and before a
+run directory is made or an episode starts, so a dead endpoint or an unknown provider costs
+seconds and one line (exit 2), not a run of errored trials. A plan whose models and executor ask
+nothing running (scripted, embedded, local, hf models on the local executor) has no checks here:
 
 - every model endpoint gets one cheap request: `GET {base_url}/models` for an OpenAI-compatible
   server (any HTTP answer but 401/403 means it is there: some servers have no /models), a
   connection check for a litellm provider on this machine (ollama, LM Studio, a --base-url);
   hosted providers are checked for a known provider name (their keys by `check_credentials`);
-- the optional extras the run needs are importable (alfworld, the embedded model's packages);
-- the sandbox and the environment server are checked by the benchmark itself while resolving
-  the config (`Benchmark.check_config`, `service.served`), before this runs.
+- a `--executor ray` cluster is joined.
+
+What needs nothing running is checked while resolving (plan.resolve): the models' flags, keys and
+extras (`llm.check_models`), the benchmark's extra, its sandbox and its env server
+(`Benchmark.check_config`, `service.served`).
 
 The embedded model loads in `warm_up`, inside the run's event loop, before trial 1's progress bar
 exists: loading is printed on its own lines, never under a "trial 1 0/5" bar.
 
-What the checks read of a run's settings is `PreflightSettings` (the models, where they are served,
-the benchmark and its environment server), filled by `plan.resolve`; `plan.check` runs the checks.
+What the checks read of a run's settings is `PreflightSettings` (the models, where they are
+served, the executor), filled by `plan.resolve`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from reinagent.errors import ConfigError
+from reinagent.errors import ConfigError, MissingExtra, PreflightError  # noqa: F401 - their old home
 
 CONNECT_TIMEOUT_S = 5.0  # a server that has not accepted a connection by then is not up
 READ_TIMEOUT_S = 15.0  # a busy server may be slow to answer /models, but not this slow
 
-# extra -> modules it installs that a run imports; the install hint names the extra
-EXTRAS: dict[str, tuple[str, ...]] = {
-    "alfworld": ("alfworld", "textworld"),
-    "local": ("openvino_genai",),  # the OpenVINO engine (reinagent.llm.openvino)
-    "hf": ("torch", "transformers", "safetensors"),  # transformers: hf:PATH, and local:HF_DIR checkpoints
-}
 # litellm providers that run on this machine by default: (default URL, environment override)
 LOCAL_PROVIDERS: dict[str, tuple[str, str]] = {
     "ollama": ("http://localhost:11434", "OLLAMA_API_BASE"),
     "ollama_chat": ("http://localhost:11434", "OLLAMA_API_BASE"),
     "lm_studio": ("http://localhost:1234/v1", "LM_STUDIO_API_BASE"),
 }
-
-
-class PreflightError(ConfigError):
-    """A check failed: one line naming what, why and the fix (the CLI exits 2)."""
-
-
-class MissingExtra(PreflightError):
-    """An optional extra the run needs is not installed."""
 
 
 @dataclass(frozen=True)
@@ -68,12 +56,10 @@ class Failure:
 class PreflightSettings:
     """The run settings the checks read (the --flags of the same names)."""
 
-    benchmark: str  # a registry id (alfworld, alfworld-v1): which extras it needs
     actor_model: str
     reflection_model: str
     base_url: str | None = None
     api_key_env: str | None = None
-    env_url: str | None = None  # environments on an env server: the benchmark's extras are its
     backends: tuple[str, ...] = ()  # the actor's and the reflector's backend (plan.resolve); () to look them up
     executor: str = "local"  # --executor ray: Ray installed, its cluster reachable
     ray_address: str | None = None
@@ -104,89 +90,6 @@ def preflight(settings: PreflightSettings, *, resuming: bool = False) -> None:
             check_openai_server(settings.base_url, model, settings.api_key_env, resuming=resuming)
         elif kind == "litellm":
             check_litellm(model, settings.base_url, resuming=resuming)
-
-
-def settings_problems(settings: PreflightSettings, *, new_run: bool = True) -> list[PreflightError]:
-    """What can be found wrong before anything runs: model flags no model uses (a new run only: a
-    resumed one keeps what its spec recorded) and missing extras (MissingExtra)."""
-    found = []
-    for check in ((check_model_flags,) if new_run else ()) + (check_extras,):
-        try:
-            check(settings)
-        except PreflightError as err:
-            found.append(err)
-    return found
-
-
-def check_model_flags(settings: PreflightSettings) -> None:
-    """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
-    the embedded model for minutes and recorded a server it never asked."""
-    kinds = set(backends(settings))
-    served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
-    models = " and ".join(dict.fromkeys((settings.actor_model, settings.reflection_model)))
-    for flag, value in (("--base-url", settings.base_url), ("--api-key-env", settings.api_key_env)):
-        if value is not None and not kinds & served:
-            raise PreflightError(f"{flag} is not used by model {models}: only openai/NAME (an OpenAI-compatible "
-                                 f"server) and PROVIDER/NAME models send requests to a URL; drop {flag}, or pass "
-                                 "--model openai/NAME to use the server")
-
-
-# ----- optional extras -------------------------------------------------------------------------
-
-
-def needed_extras(settings: PreflightSettings) -> list[str]:
-    benchmark = settings.benchmark.lower().removesuffix("-v1")  # registry ids: alfworld, alfworld-v1
-    extras = ["alfworld"] if benchmark == "alfworld" and not settings.env_url else []
-    models = tuple(zip((settings.actor_model, settings.reflection_model), backends(settings)))
-    if any(kind == "local" and _on_openvino(m) for m, kind in models):
-        extras.append("local")
-    # a HF directory needs transformers' stack either way: to run on it, or (torch, safetensors,
-    # gguf) to be written as GGUF for OpenVINO
-    if any(kind == "hf" or _hf_dir(m) for m, kind in models):
-        extras.append("hf")
-    return extras
-
-
-def _hf_dir(model: str) -> bool:
-    """local:PATH naming a Hugging Face directory (reinagent.llm.local.kind_of)."""
-    from pathlib import Path
-
-    if not model.startswith(("local:", "ov:")):
-        return False
-    path = Path(model.split(":", 1)[1]).expanduser()
-    return path.is_dir() and (path / "config.json").is_file() and not (path / "openvino_model.xml").is_file()
-
-
-def _on_openvino(model: str) -> bool:
-    """A local model the OpenVINO engine serves (reinagent.llm.on_openvino); a path that does not
-    exist is reported by the model's own check, not here."""
-    from reinagent.llm import on_openvino
-
-    try:
-        return on_openvino(model)
-    except ConfigError:
-        return not _hf_dir(model)
-
-
-def check_extras(settings: PreflightSettings) -> None:
-    for extra in needed_extras(settings):
-        missing = [m for m in EXTRAS[extra] if not importable(m)]
-        if missing:
-            what = f"benchmark {settings.benchmark}" if extra == "alfworld" else f"model {settings.actor_model!r}"
-            raise MissingExtra(Failure(
-                what, f"needs the {extra} extra (module {missing[0]} is not installed)",
-                f"install it with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)",
-            ).line())
-
-
-def importable(module: str) -> bool:
-    """Whether `import module` can work, without importing it (alfworld takes seconds)."""
-    if module in sys.modules:
-        return sys.modules[module] is not None  # None: an import that is known to fail
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 # ----- model endpoints -------------------------------------------------------------------------

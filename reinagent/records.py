@@ -291,3 +291,9 @@ def finite_or_none(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite_or_none(item) for item in value]
     return value
+
+
+def latest_records(records: list[TrialRecord]) -> dict[tuple[str, int], TrialRecord]:
+    """One record per (task, trial): a later record (a retried error) supersedes an earlier one.
+    (`read_records` already gives one per (task, trial), with supersede markers applied.)"""
+    return {(r.task_id, r.trial): r for r in records}

@@ -2,7 +2,7 @@
 
 The store (a run directory by default) is the single source of truth. Memory, progress and results
 are rebuilt from its records, so `resume` continues exactly where a killed run stopped and never
-repeats a model call for a finished (task, trial). experiment.py assembles a run from its config,
+repeats a model call for a finished (task, trial). plan.py resolves and builds a run from its config,
 schedule.py runs its trials (through an executor, each (task, trial) in episode.py).
 """
 
@@ -18,10 +18,9 @@ from pathlib import Path
 from reinagent.config import RunConfig
 from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent.runner.run_episode
 from reinagent.errors import ConfigError, RunInterrupted
-from reinagent.experiment import Experiment, build, cache_key_of, latest_records
-from reinagent.plan import Plan, resolve
+from reinagent.plan import Experiment, Plan, build, resolve
 from reinagent.preflight import preflight
-from reinagent.records import RunSpec, TrialRecord
+from reinagent.records import RunSpec, TrialRecord, latest_records
 from reinagent.redact import redact_argv, redact_url
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
 from reinagent.store import RunStore, check_new_run_dir, read_records
@@ -150,7 +149,8 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
         Path(config.store.removeprefix("file://")) / default.name if config.store else default)
     check_new_run_dir(run_dir)  # an existing run is resumed, not restarted: say so before any work
     plan = _with_config(plan, run_dir=str(run_dir))
-    preflight(plan.checks)  # endpoints, a cluster: seconds and one line instead of a run of errors
+    if plan.checks:  # endpoints, a cluster: seconds and one line instead of a run of errors
+        preflight(plan.checks)
     spec = make_spec(plan, plan.benchmark.settings())
     made_dir = not run_dir.exists()
     store = RunStore.create(run_dir, spec)
@@ -182,7 +182,8 @@ def _start_in_database(plan: Plan, progress: bool) -> RunRef:
         run_id = new_run_id(config.benchmark, config.agent, config.strategy.value)
         log_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
         plan = _with_config(plan, store=db.url, run_dir=str(log_dir))  # no password kept
-        preflight(plan.checks)
+        if plan.checks:
+            preflight(plan.checks)
         spec = make_spec(plan, plan.benchmark.settings())
         writer = db.create_run(run_id, spec, log_dir)
         print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
@@ -224,7 +225,8 @@ def resume_experiment(
                            retry_errors=retry_errors, overrides=overrides)
         config = RunConfig(**{**spec.config, **recorded_settings(spec, todo), **todo.settings, "num_trials": todo.num_trials})
         plan = resolve(config, task_ids=spec.task_ids, new_run=False)
-        preflight(plan.checks, resuming=True)
+        if plan.checks:
+            preflight(plan.checks, resuming=True)
         # Durable before any model call, in this order: a kill after either step resumes right.
         changed = with_change(spec, todo)
         if changed != spec:  # a history entry, or the endpoints sealed anew
@@ -258,3 +260,9 @@ def load_run(run_dir: str | Path, *, store: str | None = None) -> tuple[RunSpec,
             return db.read_spec(str(run_dir)), list(latest_records(db.read_records(str(run_dir))).values())
     spec = read_spec(Path(run_dir))
     return spec, list(latest_records(read_records(Path(run_dir))).values())
+
+
+def cache_key_of(spec: RunSpec) -> str:
+    from reinagent.llm.cache import run_cache_key
+
+    return run_cache_key(spec.created_at, spec.hostname)

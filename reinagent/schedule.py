@@ -31,8 +31,9 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     """Run trials 1..num_trials, skipping every (task, trial) the records already hold."""
     from reinagent.episode import run_episode
     from reinagent.executors import EpisodeParts, make_executor
+    from reinagent.plan import rebuild
+    from reinagent.records import latest_records
     from reinagent.resuming import missing_reflections, write_missing_reflections
-    from reinagent.experiment import latest_records, rebuild
 
     cfg = exp.config
     done = latest_records(records)

@@ -97,7 +97,7 @@ MUTANTS = {
         "reinagent/rollouts/base.py",
         'if self.evaluator == "internal" and not internal and not self.last_trial:',
         'if self.evaluator == "internal" and not internal:', EVAL_LAST),
-    "default-evaluator-hidden": Mutant("reinagent/experiment.py", "return evaluator or bench.default_evaluator",
+    "default-evaluator-hidden": Mutant("reinagent/plan.py", "return evaluator or bench.default_evaluator",
                                        'return evaluator or "hidden"', EVAL_STOP),
     "score-from-first-success": Mutant("reinagent/records.py", "if stops_loop(r, evaluator)), ordered[-1]",
                                        "if r.success), ordered[-1]", EVAL_RULES),

@@ -21,11 +21,11 @@ from pathlib import Path
 _RETURN = dis.opmap["RETURN_VALUE"]
 
 
-SETTINGS = ("reinagent.config:RunConfig", "reinagent.plan:Plan", "reinagent.experiment:Experiment",
+SETTINGS = ("reinagent.config:RunConfig", "reinagent.plan:Plan", "reinagent.plan:Experiment",
             "reinagent.settings:BenchmarkSettings", "reinagent.settings:AgentSettings",
             "reinagent.settings:RolloutSettings", "reinagent.rollouts.base:RolloutSettings",
             "reinagent.llm.stack:ModelSettings", "reinagent.preflight:PreflightSettings",
-            "reinagent.executors.base:ExecutorSettings", "reinagent.llm.constrained:GrammarChoice")
+            "reinagent.executors:ExecutorSettings")
 
 
 def settings_types() -> tuple[type, ...]:
@@ -64,8 +64,11 @@ def _holds_settings(frame, kinds: tuple[type, ...], values: dict[int, str]) -> b
     return held or any(values.get(id(w)) is w for w in words)
 
 
-def trace(start) -> list[str]:
-    """The modules the settings pass through while `start()` runs, up to the first episode."""
+def trace(start, *, returns: bool = True) -> list[str]:
+    """The modules the settings pass through while `start()` runs, up to the first episode.
+    `returns` False: only the calls from one module into another, in order (the issue's reading:
+    a return is not a move, and the next module handed the settings follows the one that held
+    them last)."""
     kinds = settings_types()
     values: dict[int, str] = {}
     route: list[str] = []
@@ -98,13 +101,16 @@ def trace(start) -> list[str]:
                 return  # a settings record being made, not handed on
             resumed = id(frame) in seen  # a coroutine resumed: the same frame again
             seen[id(frame)] = frame  # kept alive, so its id stays its own
+            # a call from outside the package (the event loop starting a coroutine) is the innermost
+            # holder's; a module's call to itself is no move
+            caller = _module(frame.f_back) or (_module(stack[-1]) if stack else None)
             stack.append(frame)
-            if not resumed:
+            if not resumed and (returns or caller != module):
                 visit(module, frame.f_code.co_name)
         elif stack and stack[-1] is frame:
             stack.pop()
             final = frame.f_code.co_code[frame.f_lasti] == _RETURN if frame.f_lasti >= 0 else True
-            if final and stack:
+            if final and stack and returns:
                 visit(_module(stack[-1]))
 
     sys.setprofile(profile)
@@ -128,7 +134,7 @@ def ups(route: list[str], layers) -> list[tuple[str, str]]:
     return [(a, b) for a, b in zip(route, route[1:]) if layer_of(b, layers) < layer_of(a, layers)]
 
 
-def run_route(tmp: Path) -> list[str]:
+def run_route(tmp: Path, *, returns: bool = True) -> list[str]:
     """The route of a small real run: one arithmetic task, one trial, a scripted model."""
     from reinagent.config import build_config
     from reinagent.runner import run_experiment
@@ -137,7 +143,7 @@ def run_route(tmp: Path) -> list[str]:
     script.write_text('{"rules": [], "default": "Thought: add.\\nAction: Finish[0]"}', encoding="utf-8")
     config = build_config(benchmark="arithmetic", num_envs=1, num_trials=1, model=f"scripted:{script}",
                           run_dir=str(tmp / "run"), cache=False)
-    return trace(lambda: run_experiment(config, progress=False))
+    return trace(lambda: run_experiment(config, progress=False), returns=returns)
 
 
 if __name__ == "__main__":
@@ -146,8 +152,9 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).parents[1]))
     LAYERS = importlib.import_module("tests.test_architecture").LAYERS  # by name: that test imports this file
 
-    with tempfile.TemporaryDirectory() as tmp:
-        route = run_route(Path(tmp))
-    print(" -> ".join(m.removeprefix("reinagent.") for m in route))
-    print(f"{len(set(route))} modules, {len(route) - 1} moves, {len(ups(route, LAYERS))} back up: "
-          + ", ".join(f"{a.removeprefix('reinagent.')} -> {b.removeprefix('reinagent.')}" for a, b in ups(route, LAYERS)))
+    for returns, reading in ((False, "calls only (the issue's reading)"), (True, "calls and their returns")):
+        with tempfile.TemporaryDirectory() as tmp:
+            route = run_route(Path(tmp), returns=returns)
+        print(f"{reading}:\n  " + " -> ".join(m.removeprefix("reinagent.") for m in route))
+        print(f"  {len(set(route))} modules, {len(route) - 1} moves, {len(ups(route, LAYERS))} back up: "
+              + ", ".join(f"{a.removeprefix('reinagent.')} -> {b.removeprefix('reinagent.')}" for a, b in ups(route, LAYERS)))

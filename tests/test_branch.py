@@ -142,7 +142,7 @@ def test_cli_branch(tmp_path):
 def test_reflection_max_tokens_reaches_the_reflector_and_a_resume_cannot_change_it(tmp_path):
     """`--reflection-max-tokens N` (a model trained to reflect in N tokens is measured with N)."""
     from reinagent.config import build_config
-    from reinagent.experiment import build
+    from reinagent.plan import build
     from reinagent.plan import resolve
 
     plan = resolve(build_config(benchmark="arithmetic", num_envs=1, reflection_max_tokens=64, model="scripted:x"), check_models=False)

@@ -18,7 +18,7 @@ from reinagent.llm.cache import CachedLLM
 from reinagent.llm.fake_server import FakeOpenAIServer, default_reply
 from reinagent.llm.limit import LimitedLLM
 from reinagent.records import TrialRecord
-from reinagent.experiment import build_models
+from reinagent.plan import build_models
 from reinagent.plan import resolve
 from reinagent.runner import load_run
 from reinagent.store import RunStore, read_records

@@ -50,7 +50,6 @@ def test_the_local_engine_keys_its_grammar_and_precision(tmp_path):
         ({"model": "local", "agent": "react"}, True),  # the default: on for the local engine
         ({"model": "local", "agent": "react", "constrained": False}, False),
         ({"model": "openai/gpt-4o-mini", "agent": "react"}, False),  # off for hosted models
-        ({"model": "openai/gpt-4o-mini", "agent": "react", "constrained": True}, True),  # as asked
         ({"model": "local", "benchmark": "alfworld", "agent": "react"}, True),
         ({"model": "local", "agent": "react", "rollout": "tot"}, False),  # no grammar for a search rollout
         ({"model": "policy:local", "agent": "react"}, False),  # the RL trainer's own name for its policy
@@ -65,6 +64,16 @@ def test_the_spec_records_what_the_default_came_to(settings, recorded):
     spec = make_spec(resolve(build_config(**settings), task_ids=(), check_models=False))
     assert spec.settings["constrained"] is recorded
     assert spec.config["constrained"] == settings.get("constrained")  # what was asked stays as asked
+
+
+def test_constrained_asked_of_a_model_without_structured_output_is_refused_while_resolving():
+    """Found with the plan, before any run directory or model: not when the model stack is built."""
+    from reinagent.config import build_config
+    from reinagent.errors import ConfigError
+    from reinagent.plan import resolve
+
+    with pytest.raises(ConfigError, match="--constrained needs an engine with structured output.*--no-constrained"):
+        resolve(build_config(model="openai/gpt-4o-mini", agent="react", constrained=True), task_ids=(), check_models=False)
 
 
 def test_a_hugging_face_directory_is_not_constrained(tmp_path):

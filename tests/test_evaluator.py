@@ -214,7 +214,7 @@ def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, r
 
     from reinagent.config import build_config
     from reinagent.errors import ModelError
-    from reinagent.experiment import build
+    from reinagent.plan import build
     from reinagent.plan import resolve
     from reinagent.llm.scripted import ScriptedLLM
     from reinagent.memory import EpisodicMemory

@@ -247,14 +247,11 @@ def test_cache_reuses_the_file_and_a_newer_config_writes_a_new_one(hf_dir, tmp_p
 
 @pytest.mark.slow
 def test_preflight_asks_for_both_extras_for_a_checkpoint_on_openvino(hf_dir, tmp_path):
-    from reinagent.config import build_config
-    from reinagent.plan import picked
-    from reinagent.preflight import PreflightSettings
-    from reinagent.preflight import needed_extras
+    from reinagent.llm import needed_extras
 
     other = like(hf_dir, tmp_path / "small", num_hidden_layers=2)
-    assert needed_extras(picked(PreflightSettings, build_config(model=f"local:{hf_dir}"))) == ["local", "hf"]
-    assert needed_extras(picked(PreflightSettings, build_config(model=f"local:{other}"))) == ["hf"]
+    assert needed_extras((f"local:{hf_dir}",)) == ["local", "hf"]
+    assert needed_extras((f"local:{other}",)) == ["hf"]
     shutil.rmtree(other)
 
 

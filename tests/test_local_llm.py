@@ -136,13 +136,10 @@ def test_local_is_the_openvino_engine_and_a_hf_checkpoint_of_another_family_goes
 
 
 def test_preflight_names_the_extra_each_engine_needs(tmp_path):
-    from reinagent.config import build_config
-    from reinagent.plan import picked
-    from reinagent.preflight import PreflightSettings
-    from reinagent.preflight import needed_extras
+    from reinagent.llm import needed_extras
 
-    def extras(**flags):
-        return needed_extras(picked(PreflightSettings, build_config(**flags)))
+    def extras(model):
+        return needed_extras((model, model))
 
     assert extras(model="local") == ["local"]
     assert extras(model="ov") == ["local"]

@@ -269,7 +269,7 @@ def _layers(llm) -> list[str]:
 @needs_ov
 def test_ov_actor_is_constrained_by_default_and_the_reflector_is_not(tmp_path):
     from reinagent.config import build_config
-    from reinagent.experiment import build_models
+    from reinagent.plan import build_models
     from reinagent.plan import resolve
 
     actor, reflector, models = build_models(resolve(build_config(model="ov", agent="react", cache_dir=str(tmp_path)), task_ids=(), check_models=False), run_key="r1")
@@ -282,7 +282,7 @@ def test_ov_actor_is_constrained_by_default_and_the_reflector_is_not(tmp_path):
 @needs_ov
 def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
     from reinagent.config import build_config
-    from reinagent.experiment import build_models
+    from reinagent.plan import build_models
     from reinagent.plan import resolve
 
     actor, reflector, _ = build_models(resolve(build_config(model="ov", constrained=False, cache=False), task_ids=(), check_models=False))
@@ -311,7 +311,7 @@ def test_no_constrained_and_the_default_engine_are_unchanged(tmp_path):
 ])
 def test_constrained_where_it_cannot_apply_is_a_config_error(flags, message):
     from reinagent.config import build_config
-    from reinagent.experiment import build_models
+    from reinagent.plan import build_models
     from reinagent.plan import resolve
 
     with pytest.raises(ConfigError, match=message):

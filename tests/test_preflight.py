@@ -14,10 +14,9 @@ import pytest
 
 from reinagent.config import RunConfig
 from reinagent.errors import ConfigError
-from reinagent.plan import picked
 from reinagent.llm.fake_server import FakeOpenAIServer
 from reinagent.outcome import EXIT_ALL_ERRORS, EXIT_SOME_ERRORS, Outcome, error_kind
-from reinagent.preflight import PreflightError, PreflightSettings, check_extras
+from reinagent.preflight import PreflightError
 from reinagent.records import TrialRecord
 from reinagent.store import read_spec
 from tests.conftest import run_cli
@@ -104,7 +103,7 @@ def test_a_server_that_refuses_the_key_is_named(tmp_path):
 def test_a_local_litellm_provider_gets_a_connection_check(monkeypatch):
     from reinagent.preflight import PreflightSettings, preflight
 
-    settings = PreflightSettings(benchmark="hotpotqa", actor_model="ollama/llama3", reflection_model="ollama/llama3")
+    settings = PreflightSettings(actor_model="ollama/llama3", reflection_model="ollama/llama3")
     monkeypatch.setenv("OLLAMA_API_BASE", "http://127.0.0.1:1")
     with pytest.raises(PreflightError) as err:
         preflight(settings)
@@ -117,8 +116,12 @@ def test_a_local_litellm_provider_gets_a_connection_check(monkeypatch):
 
 def test_missing_alfworld_extra_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "textworld", None)  # `import textworld` fails, as when not installed
-    with pytest.raises(PreflightError) as err:
-        check_extras(picked(PreflightSettings, RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1")))
+    from reinagent.errors import MissingExtra
+    from reinagent.plan import resolve
+
+    with pytest.raises(MissingExtra) as err:  # while resolving, before the benchmark is imported
+        resolve(RunConfig(benchmark="alfworld", model="openai/x", base_url="http://127.0.0.1:9/v1"))
+    assert isinstance(err.value, PreflightError)
     text = str(err.value)
     assert "alfworld extra" in text and "textworld" in text and "pip install -e '.[alfworld]'" in text
     assert "\n" not in text

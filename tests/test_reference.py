@@ -204,7 +204,7 @@ def test_plan_prompt_lists_past_plans_and_ends_with_new_plan():
 
 
 def test_alfworld_reflector_gets_plan_examples_with_the_plan_prompt():
-    from reinagent.experiment import build
+    from reinagent.plan import build
     from reinagent.plan import resolve
 
     def reflector(**settings):

@@ -329,7 +329,7 @@ def test_a_model_error_mid_search_is_the_trials_error_and_keeps_the_tree(tmp_pat
     """Through run_episode: the error is recorded (not a crash), with the calls and tree so far."""
     from reinagent.errors import ModelError
     from reinagent.memory import EpisodicMemory
-    from reinagent.experiment import build
+    from reinagent.plan import build
     from reinagent.plan import resolve
     from reinagent.runner import run_episode
 

@@ -17,10 +17,12 @@ class CotAgent(Agent):
     # HotpotQA's reference asks for `Action {n}:` after a thought; a math reply without an action
     # is read for its number instead (gsm8k.py), so the math agents do not ask again
     asks_for_action: ClassVar[bool] = True
+    #: the agent's name without and with the context (the math agents are "cot" either way)
+    names: ClassVar[tuple[str, str]] = ("cot-no-context", "cot-context")
 
-    def __init__(self, settings, *, with_context: bool):
+    def __init__(self, settings, *, with_context: bool = False):
         self.with_context = with_context
-        self.name = "cot-context" if with_context else "cot-no-context"
+        self.name = self.names[with_context]
         self.params = GenerationParams(
             max_tokens=settings.max_tokens, temperature=settings.temperature, stop=STOP, seed=settings.seed
         )

@@ -16,10 +16,7 @@ from reinagent.agents.prompts import gsm8k as prompts
 class MathCotAgent(CotAgent):
     name: ClassVar[str] = "cot"
     asks_for_action: ClassVar[bool] = False  # a reply's number is its answer (gsm8k.py)
-
-    def __init__(self, settings):
-        super().__init__(settings, with_context=False)
-        self.name = "cot"
+    names: ClassVar[tuple[str, str]] = ("cot", "cot")  # never given a context
 
     def examples(self) -> str:
         return prompts.COT_EXAMPLES

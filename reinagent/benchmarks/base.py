@@ -38,10 +38,6 @@ class Benchmark(abc.ABC):
     #: the same for `--reflection-prompt plan` (ending "New plan: ..."); "" = reflection_examples
     plan_examples: ClassVar[str] = ""
 
-    def reflection_examples_for(self, agent: str | None) -> str:
-        """The Reflector's examples for a failed attempt of `agent`."""
-        return self.reflection_examples_by_agent.get(agent or "", self.reflection_examples)
-
     @property
     def env_id(self) -> str:
         return f"{self.name}-{self.version}"

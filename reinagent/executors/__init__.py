@@ -4,7 +4,7 @@ The schedule (reinagent/schedule.py) decides *when* a (task, trial) runs and sta
 writer of the run's store; an executor only turns (task, trial, memory, previous record) into a
 TrialRecord. A rollout never knows which executor runs it.
 
-    base.py     the Executor interface; EpisodeParts and ExecutorSettings, what the run layer hands it
+    __init__.py the Executor interface; EpisodeParts and ExecutorSettings, what the run layer hands it
     local.py    episodes in this process (the run_episode it is handed, under asyncio)
     ray.py      one Ray task per (task, trial); check_ray's one-line errors before any work
     ray_model.py  the embedded model on Ray: one actor holding the engine, called by every episode
@@ -12,10 +12,63 @@ TrialRecord. A rollout never knows which executor runs it.
 
 from __future__ import annotations
 
+import abc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
 from reinagent.errors import ConfigError, choices
-from reinagent.executors.base import EpisodeParts, Executor, ExecutorSettings
+from reinagent.memory import EpisodicMemory
+from reinagent.records import TrialRecord
+from reinagent.task import Task
 
 EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EpisodeParts:
+    """What the run layer hands an executor, so that executors never import the layer above them
+    (plan.py, episode.py). Module-level functions: Ray ships them to its workers by name."""
+
+    run_episode: Callable[..., Awaitable[TrialRecord]]  # (exp, task, trial, memory, previous)
+    warm_up_if: Callable[[Any, list], Awaitable[None]]  # (exp, work): load local models if work exists
+    # On a Ray worker: (config JSON, run key, log store, adapt_models or None) -> the experiment
+    rebuild: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """The run settings an executor reads (the --flags of the same names), resolved by the layer
+    above (plan.resolve): an executor never reads the run's config."""
+
+    name: str = "local"  # --executor: local or ray
+    ray_address: str | None = None  # --executor ray: a running cluster; None: start a local one
+    models: tuple[str, ...] = ()  # the actor's and the reflector's model strings (ray: one actor per embedded one)
+    base_url: str | None = None  # where the models are served (which of them are embedded)
+    precision: str | None = None  # the embedded engine's, for its Ray actor
+    run_settings: str = "{}"  # the run's settings as JSON (no keys): opaque here, handed to `rebuild` on a worker
+
+
+class Executor(abc.ABC):
+    """Runs episodes for one experiment. The driver appends the records it returns; an executor
+    never writes to the run's store itself (one writer), and never raises for a failed episode:
+    the failure is the record's `error`."""
+
+    def __init__(self, exp, parts: EpisodeParts, settings: ExecutorSettings):
+        self.exp = exp
+        self.parts = parts
+        self.settings = settings
+
+    async def start(self) -> None:
+        """Get ready before the first episode (load a local model, join a cluster)."""
+
+    @abc.abstractmethod
+    async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
+                      previous: TrialRecord | None) -> TrialRecord:
+        """One (task, trial): act, evaluate, reflect on failure."""
+
+    async def aclose(self) -> None:
+        """Give back what `start` took."""
 
 
 def check_executor(name: str, ray_address: str | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reinagent.benchmarks.base import Task
-from reinagent.executors.base import Executor
+from reinagent.executors import Executor
 from reinagent.memory import EpisodicMemory
 from reinagent.records import TrialRecord
 

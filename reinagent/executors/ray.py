@@ -35,7 +35,7 @@ from pathlib import Path
 
 from reinagent.benchmarks.base import Task
 from reinagent.errors import ConfigError
-from reinagent.executors.base import EpisodeParts, Executor, ExecutorSettings
+from reinagent.executors import EpisodeParts, Executor, ExecutorSettings
 from reinagent.memory import EpisodicMemory
 from reinagent.records import TrialRecord
 

@@ -33,7 +33,7 @@ import importlib.util
 import os
 import sys
 
-from reinagent.errors import ConfigError
+from reinagent.errors import ConfigError, PreflightError, require_extra
 from reinagent.llm.base import LLM, Completion, GenerationParams
 
 BACKENDS: dict[str, str] = {
@@ -174,19 +174,78 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 
 
-def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_env: str | None = None) -> tuple[str, ...]:
-    """Each model's backend (a ConfigError naming the choices for an unknown one), and the keys the
-    hosted ones need: everything about the models that can be known without asking a server."""
+def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_env: str | None = None, *,
+                 new_run: bool = True) -> tuple[str, ...]:
+    """Each model's backend (a ConfigError naming the choices for an unknown one): everything about
+    the models that can be known without asking a server, every problem at once (one line each):
+    the keys the hosted ones need, a scripted model's file, the extras their engines need, and
+    (`new_run`: a resumed run keeps what its spec recorded) a model flag no model uses."""
     kinds = tuple(backend_of(model, base_url) for model in models)
+    problems: list[ConfigError] = []
+
+    def check(function, *args) -> None:
+        try:
+            function(*args)
+        except ConfigError as err:
+            problems.append(err)
+
+    if new_run:
+        check(_check_model_flags, models, kinds, base_url, api_key_env)
     for model in dict.fromkeys(models):
-        check_credentials(model, base_url, api_key_env)
+        check(check_credentials, model, base_url, api_key_env)
         if model.startswith("scripted:"):  # its file is read when the model is built: say so now
             from pathlib import Path
 
             from reinagent.llm.scripted import check_script
 
-            check_script(Path(model.removeprefix("scripted:")))
+            check(check_script, Path(model.removeprefix("scripted:")))
+    for extra in needed_extras(models, base_url):
+        check(require_extra, extra, f"model {models[0]!r}")
+    if problems:
+        raise problems[0] if len(problems) == 1 else ConfigError("\n".join(map(str, problems)))
     return kinds
+
+
+def _check_model_flags(models: tuple[str, ...], kinds: tuple[str, ...], base_url: str | None,
+                       api_key_env: str | None) -> None:
+    """A model flag that neither model uses is refused: `--model local --base-url URL` once ran
+    the embedded model for minutes and recorded a server it never asked."""
+    served = {"openai-compatible", "litellm"}  # the backends that send requests to a URL
+    names = " and ".join(dict.fromkeys(models))
+    for flag, value in (("--base-url", base_url), ("--api-key-env", api_key_env)):
+        if value is not None and not set(kinds) & served:
+            raise PreflightError(f"{flag} is not used by model {names}: only openai/NAME (an OpenAI-compatible "
+                                 f"server) and PROVIDER/NAME models send requests to a URL; drop {flag}, or pass "
+                                 "--model openai/NAME to use the server")
+
+
+def needed_extras(models: tuple[str, ...], base_url: str | None = None) -> list[str]:
+    """The extras the models' engines need: `local` for OpenVINO, `hf` for transformers (a HF
+    directory needs its stack either way: to run on it, or to be written as GGUF for OpenVINO)."""
+    kinds = [(model, backend_of(model, base_url)) for model in models]
+    extras = ["local"] if any(kind == "local" and _on_openvino(m) for m, kind in kinds) else []
+    if any(kind == "hf" or _hf_dir(m) for m, kind in kinds):
+        extras.append("hf")
+    return extras
+
+
+def _hf_dir(model: str) -> bool:
+    """local:PATH naming a Hugging Face directory (reinagent.llm.local.kind_of)."""
+    from pathlib import Path
+
+    if not model.startswith(("local:", "ov:")):
+        return False
+    path = Path(model.split(":", 1)[1]).expanduser()
+    return path.is_dir() and (path / "config.json").is_file() and not (path / "openvino_model.xml").is_file()
+
+
+def _on_openvino(model: str) -> bool:
+    """A local model the OpenVINO engine serves; a path that does not exist is reported by the
+    model's own check, not here."""
+    try:
+        return on_openvino(model)
+    except ConfigError:
+        return not _hf_dir(model)
 
 
 def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
@@ -196,7 +255,7 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
     from reinagent.llm.wire import endpoint_key, is_provider_endpoint
 
     kind = backend_of(model, base_url)
-    if api_key_env:  # (a model that asks no server does not use it: preflight.check_model_flags says so)
+    if api_key_env:  # (a model that asks no server does not use it: _check_model_flags says so)
         if kind in ("openai-compatible", "litellm"):
             endpoint_key(base_url, api_key_env)  # ConfigError when the named variable is not set
         return

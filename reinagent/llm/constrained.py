@@ -174,43 +174,8 @@ STEP_ROLLOUTS = ("react", "multi-turn")
 
 
 def grammar_function(grammar: str) -> str | Callable[[Sequence[Message], GenerationParams], str | None]:
-    """What ConstrainedLLM applies for `actor_grammar`'s answer: a regex as it is, a name its function."""
+    """What ConstrainedLLM applies for `choose_grammar`'s answer: a regex as it is, a name its function."""
     return alfworld_choices if grammar == ALFWORLD_CHOICES else grammar
-
-
-@dataclass(frozen=True)
-class GrammarChoice:
-    """The actor's grammar as the run resolved it (plan.resolve): this package knows
-    no benchmark or agent, so their grammar and their names come in here."""
-
-    wanted: bool | None  # --constrained (True), --no-constrained (False), None: where the engine can
-    grammar: str | None  # grammar_of(benchmark, agent, rollout): a regex, ALFWORLD_CHOICES or None
-    task: str  # "hotpotqa react with rollout react": what a refusal names
-
-
-def actor_grammar(choice: GrammarChoice, backend: LLM) -> str | None:
-    """The grammar the run's actor is held to, or None. `choice.wanted` None means: on when
-    the backend can constrain and the agent has a grammar; True insists (a ConfigError naming
-    the way out when it cannot be done); False turns it off. ALFWorld's answer is the name
-    ALFWORLD_CHOICES (the regex changes every step; `grammar_function` gives the function)."""
-    wanted = choice.wanted
-    supported = bool(getattr(_innermost(backend), "supports_regex", False))
-    if wanted is False or (wanted is None and not supported):
-        return None
-    if not supported:
-        raise ConfigError(
-            f"--constrained needs an engine with structured output (local, local:PATH), not {backend.name!r}; "
-            "or run with --no-constrained"
-        )
-    if choice.grammar is None and wanted:
-        raise ConfigError(
-            f"--constrained has no grammar for {choice.task} yet; "
-            f"valid: hotpotqa with {', '.join(HOTPOT_ACTIONS)}, alfworld with react, or humaneval/mbpp with "
-            f"coder, and rollout "
-            f"{' or '.join(STEP_ROLLOUTS)} "
-            "(or run with --no-constrained)"
-        )
-    return choice.grammar
 
 
 def grammar_of(benchmark: str, agent: str, rollout: str) -> str | None:
@@ -230,26 +195,35 @@ def grammar_of(benchmark: str, agent: str, rollout: str) -> str | None:
 
 
 def choose_grammar(wanted: bool | None, benchmark: str, agent: str, rollout: str, model: str,
-                   base_url: str | None, precision: str | None = None) -> tuple[GrammarChoice, bool]:
-    """The actor's grammar choice for a run (--constrained `wanted`), and what it comes to for the
-    actor `model` (resolved_constrained): what the plan hands the model stack and the spec records."""
-    grammar = grammar_of(benchmark, agent, rollout) if wanted is not False else None
-    choice = GrammarChoice(wanted, grammar, f"{benchmark} {agent} with rollout {rollout}")
-    return choice, resolved_constrained(choice, model, base_url, precision)
+                   base_url: str | None, precision: str | None = None) -> str | None:
+    """The grammar the run's actor is held to (a regex, or ALFWORLD_CHOICES: the regex changes
+    every step, `grammar_function` gives the function), or None; decided once, by plan.resolve,
+    what the model stack applies and the spec records (as `constrained`). `wanted` (--constrained)
+    None: on where the engine has structured output (OpenVINO: `local`, `local:FILE.gguf`,
+    `local:IR_DIR`, a HF directory written as GGUF) and the agent has a grammar; True insists (a
+    ConfigError naming the way out when it cannot be done); False: off."""
+    if wanted is False:
+        return None
+    if not structured_output(model, base_url, precision):
+        if wanted:
+            raise ConfigError(f"--constrained needs an engine with structured output (local, local:PATH), not "
+                              f"{model!r}; or run with --no-constrained")
+        return None
+    grammar = grammar_of(benchmark, agent, rollout)
+    if grammar is None and wanted:
+        raise ConfigError(
+            f"--constrained has no grammar for {benchmark} {agent} with rollout {rollout} yet; valid: hotpotqa "
+            f"with {', '.join(HOTPOT_ACTIONS)}, alfworld with react, or humaneval/mbpp with coder, and rollout "
+            f"{' or '.join(STEP_ROLLOUTS)} (or run with --no-constrained)")
+    return grammar
 
 
-def resolved_constrained(choice: GrammarChoice, model: str, base_url: str | None, precision: str | None = None) -> bool:
-    """What `--constrained` None comes to for the actor `model`, for the spec to record: on for
-    the OpenVINO engine (`local`, `local:FILE.gguf`, `local:IR_DIR`, a HF directory written as
-    GGUF: the only one with structured output) when the agent has a grammar; off for everything
-    else, a HF directory that runs on transformers included."""
-    if choice.wanted is not None:
-        return choice.wanted
+def structured_output(model: str, base_url: str | None, precision: str | None = None) -> bool:
+    """Whether `model` runs on the one engine with structured output, OpenVINO (a HF directory
+    that runs on transformers does not)."""
     from reinagent.llm import backend_of, on_openvino
 
     try:
-        if backend_of(model, base_url) != "local" or not on_openvino(model, precision):
-            return False
+        return backend_of(model, base_url) == "local" and on_openvino(model, precision)
     except ConfigError:  # a name only the caller knows (the RL trainer's policy), a missing path
         return False
-    return choice.grammar is not None

@@ -19,7 +19,6 @@ from reinagent.llm.base import LLM
 
 if TYPE_CHECKING:
     from reinagent.llm.cache import ResponseStore
-    from reinagent.llm.constrained import GrammarChoice
 
 # Scripted models are not cached: they cost nothing, and their rule files are edited between
 # runs, so a cache would replay replies the file no longer gives.
@@ -48,21 +47,19 @@ def response_cache_dir(cache_dir: str | None) -> Path:
 
 
 def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_key: str | None = None,
-              grammar: GrammarChoice | None = None) -> LLM:
+              grammar: str | None = None) -> LLM:
     """Backend for `model` as `settings` configure it. `run_key` names the run for the response
     cache: with cache_scope "run" (the default) only calls of that run are replayed. `grammar`
-    (the actor's, resolved by plan.resolve) holds the actor to it where it applies."""
+    (the actor's, chosen by plan.resolve: llm.constrained.choose_grammar) holds the actor to it."""
     kind = backend_of(model, settings.base_url)
     backend = make_llm(model, base_url=settings.base_url, role=role, api_key_env=settings.api_key_env,
                        precision=settings.precision, deterministic=settings.deterministic)
     llm = backend
-    choice, grammar = grammar, None
-    if role == "actor" and choice is not None:
-        from reinagent.llm.constrained import ConstrainedLLM, actor_grammar, grammar_function
+    grammar = grammar if role == "actor" else None
+    if grammar:  # innermost: the cache below keys the grammar through the model identity
+        from reinagent.llm.constrained import ConstrainedLLM, grammar_function
 
-        grammar = actor_grammar(choice, backend)  # a regex, or the name of a per-step grammar
-        if grammar:  # innermost: the cache below keys the grammar through the model identity
-            llm = ConstrainedLLM(llm, grammar_function(grammar))
+        llm = ConstrainedLLM(llm, grammar_function(grammar))
     if settings.max_model_concurrency:
         from reinagent.llm.limit import LimitedLLM
 

@@ -162,7 +162,7 @@ class RLAgent:
         from reinagent.agents.base import Actor, Budget
         from reinagent.memory import MemoryView
         from reinagent.rollouts import Episode, make_rollout
-        from reinagent.experiment import build_models
+        from reinagent.plan import build_models
         from reinagent.strategy import ReflexionStrategy
 
         plan = self.plan

@@ -26,7 +26,7 @@ RL_EXTRA_HINT = ("install it with `.venv/bin/pip install -e '.[rl]'` from the re
 def require(*modules: str, verb: str = "RL training") -> None:
     """Fail early with the extra to install, instead of an ImportError deep inside training (a
     `rl train` without trl failed only after its first rollouts had run)."""
-    from reinagent.preflight import importable
+    from reinagent.errors import importable
 
     missing = [m for m in modules if not importable(m)]
     if missing:

@@ -35,6 +35,7 @@ from typing import Any
 
 from reinagent.benchmarks.base import Task
 from reinagent.memory import EpisodicMemory, trial_view
+from reinagent.plan import reflection_examples
 from reinagent.records import ModelCall, TrialRecord
 from reinagent.reflector import Reflector, clean_reflection
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
@@ -85,7 +86,8 @@ class ReflectRollout:
         self.rollout = rollout
         self.bench, self.agent, self.cfg, self.plan = rollout.bench, rollout.agent, rollout.cfg, rollout.plan
         # the Reflector's prompt (its model is the policy here, so no LLM is handed to it)
-        self.reflector = Reflector(None, self.bench.reflection_examples_for(self.plan.task_settings.agent),  # type: ignore[arg-type]
+        examples = reflection_examples(self.bench, self.plan.task_settings.agent)
+        self.reflector = Reflector(None, examples,  # type: ignore[arg-type]
                                    max_tokens=self.cfg.reflection_max_tokens)
 
     # --- the prompts the trial loop would build -------------------------------------------------
