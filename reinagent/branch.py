@@ -24,9 +24,6 @@ from reinagent.errors import ConfigError, RunDirError
 from reinagent.records import SpecChange, TrialRecord
 from reinagent.redact import redact_argv
 
-# What a branch may set; everything else that defines the experiment is SOURCE's.
-BRANCH_SETTINGS = ("strategy", "num_trials")
-
 
 def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflections: bool,
                    source: str = "") -> list[TrialRecord]:

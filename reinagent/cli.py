@@ -5,6 +5,7 @@ Importing this module must stay cheap: no torch, transformers or litellm until a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -374,10 +375,8 @@ def _exit_quietly(code: int) -> None:
     (native destructors write straight to file descriptor 2)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    try:
+    with contextlib.suppress(OSError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-    except OSError:
-        pass
     sys.exit(code)
 
 

@@ -268,18 +268,10 @@ def build_models(plan: Plan, run_key: str | None = None) -> tuple[LLM, LLM, list
     actor = build_llm(config.actor_model, plan.models, role="actor", run_key=run_key, grammar=plan.grammar)
     # A constrained actor (reinagent.llm.constrained) must not hold the reflector to its grammar:
     # the reflector then gets its own stack (a local engine is still loaded once and shared).
-    if config.reflection_model == config.actor_model and "ConstrainedLLM" not in _layers(actor):
+    if config.reflection_model == config.actor_model and plan.grammar is None:
         return actor, actor, [actor]
     reflector = build_llm(config.reflection_model, plan.models, role="reflector", run_key=run_key)
     return actor, reflector, [actor, reflector]
-
-
-def _layers(llm: LLM) -> list[str]:
-    names = []
-    while llm is not None and len(names) < 8:
-        names.append(type(llm).__name__)
-        llm = llm.__dict__.get("inner")
-    return names
 
 
 def rebuild(config_json: str, run_key: str | None, store, adapt_models=None) -> Experiment:

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from reinagent.errors import ConfigError, MissingExtra, PreflightError  # noqa: F401 - their old home
+from reinagent.errors import ConfigError, PreflightError
 
 CONNECT_TIMEOUT_S = 5.0  # a server that has not accepted a connection by then is not up
 READ_TIMEOUT_S = 15.0  # a busy server may be slow to answer /models, but not this slow
@@ -208,14 +208,14 @@ def _model_ids(response) -> list[str]:
 async def warm_up(llms) -> None:
     """Load local models now, with their own lines, before any progress bar. One 1-token call
     to the raw backend (not the response cache, which must not learn this prompt)."""
-    from reinagent.llm.base import GenerationParams
+    from reinagent.llm.base import GenerationParams, innermost
     from reinagent.llm.hf import HFLLM  # light: torch loads with the model, not here
     from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
     from reinagent.records import Message
 
     announced = set()
     for llm in llms:
-        backend = _innermost(llm)
+        backend = innermost(llm)
         if not isinstance(backend, (HFLLM, OpenVINOLLM)):
             continue
         # A constrained actor and its reflector are two stacks over one engine: the second call
@@ -237,11 +237,3 @@ async def warm_up(llms) -> None:
         info = getattr(backend, "load_info", {}) or {}
         source = f", {info['source']}" if info.get("source") else ""
         print(f"model {backend.name} ready ({time.perf_counter() - started:.1f} s{source})", file=sys.stderr, flush=True)
-
-
-def _innermost(llm):
-    seen = 0
-    while seen < 8 and ("inner" in getattr(llm, "__dict__", {})):
-        llm = llm.__dict__["inner"]
-        seen += 1
-    return llm

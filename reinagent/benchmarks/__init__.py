@@ -32,54 +32,22 @@ from reinagent.errors import ConfigError, choices
 # name -> (module, class, agents, one-line description); agents are listed here so that
 # `reinagent list` and flag validation never import a benchmark's heavy dependencies.
 REGISTRY: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "hotpotqa": (
-        "reinagent.benchmarks.hotpotqa",
-        "HotpotQA",
-        ("react", "cot-context", "cot-no-context"),
-        "multi-hop questions (distractor-docstore setting), exact match",
-    ),
-    "humaneval": (
-        "reinagent.benchmarks.humaneval",
-        "HumanEval",
-        ("coder",),
-        "164 Python functions, hidden unit tests in a sandbox, pass@1",
-    ),
-    "mbpp": (
-        "reinagent.benchmarks.mbpp",
-        "MBPP",
-        ("coder",),
-        "427 sanitized Python tasks, hidden asserts in a sandbox, pass@1",
-    ),
-    "alfworld": (
-        "reinagent.benchmarks.alfworld",
-        "ALFWorld",
-        ("react", "alfworld-expert"),
-        "134 unseen household text games, success = info['won']",
-    ),
-    "gsm8k": (
-        "reinagent.benchmarks.gsm8k",
-        "GSM8K",
-        ("cot",),
-        "grade-school math (1319 test problems), final number compared numerically",
-    ),
-    "arithmetic": (
-        "reinagent.benchmarks.arithmetic",
-        "Arithmetic",
-        ("cot",),
-        "one-digit sums and differences (generated, 60 test / 140 train), reward 1/0",
-    ),
-    "arithmetic20": (
-        "reinagent.benchmarks.arithmetic",
-        "Arithmetic20",
-        ("cot",),
-        "sums and differences of 0..19 (generated, 300 test / 500 train; heldout: test + train[200:], 600), reward 1/0",
-    ),
-    "remote": (
-        "reinagent.service.remote",
-        "RemoteBenchmark",
-        ("react",),
-        "any env server of docs/env-protocol.md (--env-url), success = info.success or reward >= 1",
-    ),
+    "hotpotqa": ("reinagent.benchmarks.hotpotqa", "HotpotQA", ("react", "cot-context", "cot-no-context"),
+        "multi-hop questions (distractor-docstore setting), exact match"),
+    "humaneval": ("reinagent.benchmarks.humaneval", "HumanEval", ("coder",),
+        "164 Python functions, hidden unit tests in a sandbox, pass@1"),
+    "mbpp": ("reinagent.benchmarks.mbpp", "MBPP", ("coder",),
+        "427 sanitized Python tasks, hidden asserts in a sandbox, pass@1"),
+    "alfworld": ("reinagent.benchmarks.alfworld", "ALFWorld", ("react", "alfworld-expert"),
+        "134 unseen household text games, success = info['won']"),
+    "gsm8k": ("reinagent.benchmarks.gsm8k", "GSM8K", ("cot",),
+        "grade-school math (1319 test problems), final number compared numerically"),
+    "arithmetic": ("reinagent.benchmarks.arithmetic", "Arithmetic", ("cot",),
+        "one-digit sums and differences (generated, 60 test / 140 train), reward 1/0"),
+    "arithmetic20": ("reinagent.benchmarks.arithmetic", "Arithmetic20", ("cot",),
+        "sums and differences of 0..19 (generated, 300 test / 500 train; heldout: test + train[200:], 600), reward 1/0"),
+    "remote": ("reinagent.service.remote", "RemoteBenchmark", ("react",),
+        "any env server of docs/env-protocol.md (--env-url), success = info.success or reward >= 1"),
 }
 
 

@@ -77,15 +77,8 @@ class ALFWorld(Benchmark):
         return self._root
 
     def load_tasks(self, split: str) -> list[Task]:
-        return [
-            ALFWorldTask(
-                task_id=game.game_id,
-                split=split,
-                game=str(game.path.relative_to(self.root)),
-                task_type=game.task_type,
-            )
-            for game in data.list_games(self.root, split)
-        ]
+        return [ALFWorldTask(task_id=game.game_id, split=split, game=str(game.path.relative_to(self.root)),
+                             task_type=game.task_type) for game in data.list_games(self.root, split)]
 
     # --- episodes ----------------------------------------------------------------------------
 
@@ -98,14 +91,8 @@ class ALFWorld(Benchmark):
             self._pool = WorkerPool(settings.max_concurrency or default_workers())
         expert = expert_kind() if settings.agent == "alfworld-expert" else None
         default = EXPERT_MAX_STEPS if expert else DEFAULT_MAX_STEPS
-        return ALFWorldEnv(
-            self._pool,
-            self.root / task.game,
-            game_id=task.task_id,
-            task_type=task.task_type,
-            max_steps=settings.max_steps or default,
-            expert=expert,
-        )
+        return ALFWorldEnv(self._pool, self.root / task.game, game_id=task.task_id, task_type=task.task_type,
+                           max_steps=settings.max_steps or default, expert=expert)
 
     def make_agent(self, name: str, settings) -> Any:
         if name == "react":
@@ -121,16 +108,9 @@ class ALFWorld(Benchmark):
     async def evaluate(self, task: Task, trajectory: Trajectory, settings) -> Evaluation:
         # The agent copies the engine's info["won"] into the trajectory; `done` alone is not success.
         won = bool(trajectory.extra.get("won", False))
-        return Evaluation(
-            success=won,
-            reward=1.0 if won else 0.0,
-            detail={
-                "won": won,
-                "env_steps": trajectory.extra.get("env_steps", 0),
-                "end_reason": trajectory.end_reason,
-                "task_type": getattr(task, "task_type", ""),
-            },
-        )
+        return Evaluation(success=won, reward=1.0 if won else 0.0, detail={
+            "won": won, "env_steps": trajectory.extra.get("env_steps", 0), "end_reason": trajectory.end_reason,
+            "task_type": getattr(task, "task_type", "")})
 
     def settings(self) -> dict[str, Any]:
         from reinagent.benchmarks.alfworld_env import default_games_per_worker

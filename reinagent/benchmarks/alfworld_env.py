@@ -16,6 +16,7 @@ interrupted is killed and never reused, so one broken game cannot leak into the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
@@ -81,10 +82,8 @@ class _Worker:
         return payload
 
     def ask_to_close(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # already gone or closed
             self.conn.send(("close",))
-        except (OSError, ValueError):  # already gone or closed
-            pass
 
     def stop(self, grace_s: float = 1.0) -> None:
         """Ask politely, then terminate, then kill: the process is gone when this returns."""

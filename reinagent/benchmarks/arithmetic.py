@@ -18,11 +18,9 @@ from typing import Any, ClassVar
 
 from reinagent.agents.math_cot import MathCotAgent
 from reinagent.benchmarks.base import Benchmark
-from reinagent.benchmarks.gsm8k import MathEnv, MathTask
-from reinagent.benchmarks.math_judge import judge
+from reinagent.benchmarks.gsm8k import GSM8K, MathEnv, MathTask
 from reinagent.env import Env
 from reinagent.errors import ConfigError, choices
-from reinagent.records import Evaluation, Trajectory
 
 SEED = 18  # fixes the shuffle, hence the splits; changing it changes the benchmark (bump version)
 TEST_SIZE = 60
@@ -114,10 +112,7 @@ class Arithmetic(Benchmark):
             raise ConfigError(f"unknown agent {name!r} for arithmetic; valid: {choices(self.agents)}")
         return ArithmeticAgent(settings)
 
-    async def evaluate(self, task: MathTask, trajectory: Trajectory, settings) -> Evaluation:
-        verdict = judge(trajectory.answer, task.answer, task.question)
-        return Evaluation(success=verdict.success, reward=float(verdict.success),
-                          detail={"gold": task.answer, "predicted": verdict.value})
+    evaluate = GSM8K.evaluate  # the same judge (math-verify), the same detail
 
     def settings(self) -> dict[str, Any]:
         return {"seed": SEED, "test_size": self.test_size, "max_operand": self.top,

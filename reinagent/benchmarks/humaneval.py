@@ -34,16 +34,9 @@ def load_humaneval() -> tuple[ProgrammingTask, ...]:
             row = json.loads(line)
             entry = row["entry_point"]
             shown = row["prompt"].strip("\n").rstrip()
-            tasks.append(
-                ProgrammingTask(
-                    task_id=row["task_id"],
-                    text=f"```python\n{shown}\n```",
-                    entry_point=entry,
-                    header=row["prompt"],
-                    hidden_tests=(f"{row['test']}\n\ncheck({entry})\n",),
-                    canonical=row["canonical_solution"],
-                )
-            )
+            tasks.append(ProgrammingTask(
+                task_id=row["task_id"], text=f"```python\n{shown}\n```", entry_point=entry, header=row["prompt"],
+                hidden_tests=(f"{row['test']}\n\ncheck({entry})\n",), canonical=row["canonical_solution"]))
     return tuple(tasks)
 
 
@@ -56,10 +49,6 @@ class HumanEval(ProgrammingBenchmark):
 
     def all_tasks(self) -> list[ProgrammingTask]:
         return list(load_humaneval())
-
-    def load_tasks(self, split: str) -> list[ProgrammingTask]:
-        super().load_tasks(split)  # validates the name
-        return self.all_tasks()
 
     def split_of(self, task: ProgrammingTask) -> str:
         return "test"

@@ -51,16 +51,9 @@ def load_mbpp() -> tuple[ProgrammingTask, ...]:
     for row in rows:
         fn = entry_point_of(row["code"], row["test_list"])
         signature = signature_of(fn)
-        tasks.append(
-            ProgrammingTask(
-                task_id=f"Mbpp/{row['task_id']}",
-                text=task_text(row["prompt"], signature),
-                entry_point=fn.name,
-                setup="\n".join(row["test_imports"]),
-                hidden_tests=tuple(row["test_list"]),
-                canonical=row["code"],
-            )
-        )
+        tasks.append(ProgrammingTask(
+            task_id=f"Mbpp/{row['task_id']}", text=task_text(row["prompt"], signature), entry_point=fn.name,
+            setup="\n".join(row["test_imports"]), hidden_tests=tuple(row["test_list"]), canonical=row["code"]))
     return tuple(tasks)
 
 

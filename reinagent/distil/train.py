@@ -61,7 +61,7 @@ def resolve_base_model(name: str) -> str:
     if name == "local":
         source = local.embedded_gguf()
     elif name.startswith("local:") or Path(name).expanduser().exists():
-        source = local._existing(name.removeprefix("local:"))
+        source = local.existing(name.removeprefix("local:"))
     else:
         return name  # a hub id: from_pretrained finds it in the HF cache or says it cannot
     if source.suffix.lower() != ".gguf":

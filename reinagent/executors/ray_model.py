@@ -17,6 +17,7 @@ also puts the actor on a node that has them (a GPU node).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -111,10 +112,8 @@ async def stop_models(refs: Sequence[ModelRef]) -> None:
     import ray
 
     for ref in refs:
-        try:
+        with contextlib.suppress(Exception):  # a dead actor holds nothing any more
             await ref.handle.close.remote()
-        except Exception:  # noqa: BLE001 - a dead actor holds nothing any more
-            pass
         ray.kill(ref.handle)
 
 

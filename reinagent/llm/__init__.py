@@ -14,8 +14,11 @@
     openai/NAME + --base-url URL   any OpenAI-compatible server (vLLM, llama.cpp, a proxy)
 
 Heavy libraries (torch, transformers, litellm) are imported only when a backend is made.
+`check_models` (here) says what is wrong with a run's models before anything runs: unknown
+backends, missing keys, a scripted model's file, the extras their engines need, unused flags.
 
-    base.py stack.py    the LLM interface; the run's stack: cache -> per-model limit -> backend
+    base.py stack.py    the LLM interface (Layer: what the stack's layers share); the run's stack:
+                        cache -> per-model limit -> grammar -> backend
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
@@ -264,10 +267,7 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
     names = KEY_VARIABLES.get(model.split("/", 1)[0]) if "/" in model else None
     if names is not None:  # no litellm import (6-20 s) to say a well-known variable is unset
         if not any(os.environ.get(name) for name in names):
-            raise ConfigError(
-                f"model {model!r} needs the environment variable(s) {', '.join(names)}; "
-                "set them (the value is never written to logs or run directories)"
-            )
+            raise _unset(model, names)
         return
     litellm = import_litellm()
     # An empty variable is as good as a missing one, but litellm only asks whether it is set: hide
@@ -280,12 +280,13 @@ def check_credentials(model: str, base_url: str | None = None, api_key_env: str 
             env = litellm.validate_environment(model=model)
     except Exception:  # noqa: BLE001 - unknown providers: let the first call tell
         return
-    missing = env.get("missing_keys") or []
-    if missing:
-        raise ConfigError(
-            f"model {model!r} needs the environment variable(s) {', '.join(missing)}; "
-            "set them (the value is never written to logs or run directories)"
-        )
+    if env.get("missing_keys"):
+        raise _unset(model, env["missing_keys"])
+
+
+def _unset(model: str, names) -> ConfigError:
+    return ConfigError(f"model {model!r} needs the environment variable(s) {', '.join(names)}; "
+                       "set them (the value is never written to logs or run directories)")
 
 
 __all__ = ["BACKENDS", "LLM", "Completion", "GenerationParams", "backend_of", "check_credentials", "make_llm"]

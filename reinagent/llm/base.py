@@ -48,17 +48,10 @@ class Completion:
     def to_call(self, role: Role, params: GenerationParams | None = None, rollout_id: str | None = None) -> ModelCall:
         """The call's record; with `params` and `rollout_id` it names the call's place and the
         seed a sampling backend was sent (see `sampling_seed`)."""
-        return ModelCall(
-            role=role,
-            rollout_id=rollout_id,
-            seed=sampling_seed(params, rollout_id) if params is not None else None,
-            model=self.model,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
-            latency_s=self.latency_s,
-            cost_usd=self.cost_usd,
-            cached=self.cached,
-        )
+        seed = sampling_seed(params, rollout_id) if params is not None else None
+        return ModelCall(role=role, rollout_id=rollout_id, seed=seed, model=self.model,
+                         prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
+                         latency_s=self.latency_s, cost_usd=self.cost_usd, cached=self.cached)
 
 
 class LLM(abc.ABC):
@@ -69,13 +62,8 @@ class LLM(abc.ABC):
     default_concurrency: int = 8
 
     @abc.abstractmethod
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        params: GenerationParams,
-        *,
-        rollout_id: str | None = None,
-    ) -> Completion:
+    async def generate(self, messages: Sequence[Message], params: GenerationParams, *,
+                       rollout_id: str | None = None) -> Completion:
         """Complete the conversation. Raises ModelError when the call failed for good.
 
         `rollout_id` names the (task, trial, attempt) that asks; only sampling backends and the
@@ -89,6 +77,40 @@ class LLM(abc.ABC):
         """The prompt's tokens as this model counts them (its own tokenizer and chat template),
         or None when this backend cannot tell (the token budget then reserves conservatively)."""
         return None
+
+
+class Layer(LLM):
+    """A layer of the model stack over `inner` (the grammar, the per-model limit, the cache): named
+    as it, as concurrent as it, counting and closing through it. `forwards`: a backend's extras
+    (e.g. LocalLLM.load_info) read through the layer."""
+
+    forwards: bool = True
+
+    def __init__(self, inner: LLM):
+        self.inner = inner
+        self.name = inner.name
+        self.default_concurrency = inner.default_concurrency
+
+    def __getattr__(self, attr: str):
+        inner = self.__dict__.get("inner")
+        if inner is None or not type(self).forwards:
+            raise AttributeError(attr)
+        return getattr(inner, attr)
+
+    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
+        return self.inner.count_prompt_tokens(messages)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def innermost(llm: LLM) -> LLM:
+    """The backend under a model stack's layers (each holds the next as `inner`; at most 8)."""
+    for _ in range(8):
+        if llm.__dict__.get("inner") is None:
+            break
+        llm = llm.__dict__["inner"]
+    return llm
 
 
 def call_seed(seed: int | None, rollout_id: str | None) -> int:

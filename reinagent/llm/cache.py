@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from reinagent.llm.base import LLM, Completion, GenerationParams
+from reinagent.llm.base import LLM, Completion, GenerationParams, Layer
 from reinagent.records import Message
 from reinagent.text import valid_data
 
@@ -187,24 +187,16 @@ class CacheStats:
     misses: int = 0  # answered by the model
 
 
-class CachedLLM(LLM):
+class CachedLLM(Layer):
     """Wraps a backend: answers from the store when it can, else asks the backend and stores."""
 
     def __init__(self, inner: LLM, store: ResponseStore, identity: dict[str, Any]):
-        self.inner = inner
+        super().__init__(inner)
         self.store = store
         self.identity = identity
-        self.name = inner.name
-        self.default_concurrency = inner.default_concurrency
         self.stats = CacheStats()
         self._inflight: dict[str, asyncio.Future[Completion]] = {}
         self._broken = False  # a store that failed once is bypassed: the cache never ends a run
-
-    def __getattr__(self, attr: str) -> Any:  # backend-specific extras (e.g. LocalLLM.load_info)
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(attr)
-        return getattr(inner, attr)
 
     async def generate(
         self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None
@@ -272,9 +264,6 @@ class CachedLLM(LLM):
         log.warning("response cache %s disabled for this run: %s", self.store.path, err)
         self._broken = True
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self.inner.count_prompt_tokens(messages)
-
     async def aclose(self) -> None:
         try:
             await self.inner.aclose()
@@ -292,14 +281,7 @@ def _stored_form(c: Completion) -> dict[str, Any]:
 def _hit(stored: dict[str, Any], waited_s: float) -> Completion:
     """A hit keeps the original token counts for reference; `cached=True` makes usage count it
     as a hit costing nothing, and its latency is the time this caller actually waited."""
-    return Completion(
-        text=stored["text"],
-        prompt_tokens=stored.get("prompt_tokens", 0),
-        completion_tokens=stored.get("completion_tokens", 0),
-        latency_s=waited_s,
-        cost_usd=stored.get("cost_usd"),
-        cached=True,
-        model=stored.get("model", ""),
-        finish_reason=stored.get("finish_reason"),
-        extra={"original_latency_s": stored.get("latency_s")},
-    )
+    return Completion(text=stored["text"], prompt_tokens=stored.get("prompt_tokens", 0),
+                      completion_tokens=stored.get("completion_tokens", 0), latency_s=waited_s,
+                      cost_usd=stored.get("cost_usd"), cached=True, model=stored.get("model", ""),
+                      finish_reason=stored.get("finish_reason"), extra={"original_latency_s": stored.get("latency_s")})

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reinagent.errors import ConfigError
-from reinagent.llm.base import LLM, Completion, GenerationParams
+from reinagent.llm.base import LLM, Completion, GenerationParams, Layer, innermost
 from reinagent.records import Message
 
 # Characters that are special in xgrammar's regex dialect (a subset of Python's, without the
@@ -130,41 +130,26 @@ def regex_of(params: GenerationParams) -> str | None:
     return getattr(params, "regex", None)
 
 
-class ConstrainedLLM(LLM):
+class ConstrainedLLM(Layer):
     """Every call through it gets `grammar(messages)` as its output constraint.
 
     `grammar` is a fixed expression or a function of the conversation and the call's parameters
     (ALFWorld's choice list changes every step). The inner backend must declare `supports_regex = True`."""
 
+    forwards = False  # a backend's extras are read below the grammar, not through it
+
     def __init__(self, inner: LLM, grammar: str | Callable[[Sequence[Message], GenerationParams], str | None]):
-        if not getattr(_innermost(inner), "supports_regex", False):
+        if not getattr(innermost(inner), "supports_regex", False):
             raise ConfigError(
                 f"model {inner.name!r} cannot constrain its output; use --no-constrained, or an engine "
                 "with structured output (local, local:PATH)"
             )
-        self.inner = inner
-        self.name = inner.name
-        self.default_concurrency = inner.default_concurrency
+        super().__init__(inner)
         self.grammar = grammar
 
     async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
         regex = self.grammar(messages, params) if callable(self.grammar) else self.grammar
         return await self.inner.generate(messages, with_regex(params, regex), rollout_id=rollout_id)
-
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self.inner.count_prompt_tokens(messages)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def _innermost(llm: LLM) -> LLM:
-    for _ in range(8):
-        inner = getattr(llm, "inner", None)
-        if inner is None:
-            return llm
-        llm = inner
-    return llm
 
 
 CODER_BENCHMARKS = ("humaneval", "mbpp")

@@ -11,31 +11,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
-from reinagent.llm.base import LLM, Completion, GenerationParams
+from reinagent.llm.base import LLM, Completion, GenerationParams, Layer
 from reinagent.records import Message
 
 
-class LimitedLLM(LLM):
+class LimitedLLM(Layer):
     def __init__(self, inner: LLM, limit: int):
         if limit <= 0:
             raise ValueError(f"a model's concurrency limit must be positive, got {limit}")
-        self.inner = inner
+        super().__init__(inner)
         self.limit = limit
-        self.name = inner.name
         # Without --max-concurrency the runner keeps as many episodes going as the model takes.
         self.default_concurrency = limit
         self.in_flight = 0
         self.peak_in_flight = 0
         # A semaphore belongs to one event loop; a model reused under a new loop gets a new one.
         self._semaphores: dict[int, asyncio.Semaphore] = {}
-
-    def __getattr__(self, attr: str) -> Any:  # backend-specific extras (e.g. LocalLLM.load_info)
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(attr)
-        return getattr(inner, attr)
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = id(asyncio.get_running_loop())
@@ -55,8 +47,3 @@ class LimitedLLM(LLM):
             finally:
                 self.in_flight -= 1
 
-    def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
-        return self.inner.count_prompt_tokens(messages)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

@@ -273,6 +273,3 @@ def _remove_stale(target: Path) -> None:
     for old in target.parent.glob(f".{target.name}.tmp-*"):
         if time.time() - old.stat().st_mtime > 3600:
             shutil.rmtree(old, ignore_errors=True)
-
-
-_existing = existing  # reinagent.distil.train's name for it

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -200,10 +201,8 @@ class OVEngine:
         self._cancelled = False
         if not cancelled:
             return
-        try:
+        with contextlib.suppress(Exception):  # only freeing: nothing waits on this step
             pipe.step()
-        except Exception:  # noqa: BLE001 - only freeing: nothing waits on this step
-            pass
 
     def _load(self):
         import openvino_genai as og
@@ -355,10 +354,8 @@ def _resolve(req: _Request, *, result: Completion | None = None, exc: BaseExcept
         else:
             req.future.set_result(result)
 
-    try:
+    with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody is waiting
         req.loop.call_soon_threadsafe(settle)
-    except RuntimeError:  # the caller's loop is gone: nobody is waiting
-        pass
 
 
 # ----- one engine per (model, precision), shared by actor and reflector ----------------------

@@ -37,13 +37,8 @@ class ScriptedLLM(LLM):
         self.latency_s = latency_s
         self.rules, self.default = _load(Path(path))
 
-    async def generate(
-        self,
-        messages: Sequence[Message],
-        params: GenerationParams,
-        *,
-        rollout_id: str | None = None,
-    ) -> Completion:
+    async def generate(self, messages: Sequence[Message], params: GenerationParams, *,
+                       rollout_id: str | None = None) -> Completion:
         start = time.perf_counter()
         if self.latency_s:
             await asyncio.sleep(self.latency_s)

@@ -23,31 +23,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {
-    "summarize": "reinagent.report.summary",
-    "summarize_records": "reinagent.report.summary",
-    "load": "reinagent.report.loading",
-    "find_run_dirs": "reinagent.report.loading",
-    "LoadedRun": "reinagent.report.loading",
-    "load_frames": "reinagent.report.frames",
-    "RunFrames": "reinagent.report.frames",
-    "wilson_interval": "reinagent.report.stats",
-    "report_markdown": "reinagent.report.markdown",
-    "comparison_markdown": "reinagent.report.markdown",
-    "report_html": "reinagent.report.html",
-    "learning_curve_figure": "reinagent.report.plots",
-    "metric_figure": "reinagent.report.plots",
-    "learning_curve_png": "reinagent.report.plots",
-    "save_learning_curve": "reinagent.report.plots",
-    "task_story": "reinagent.report.trajectory",
-    "pick_task": "reinagent.report.trajectory",
-    "rollout_table": "reinagent.report.rollouts",
-    "chosen_path": "reinagent.report.tree",
-    "find_training_logs": "reinagent.report.training",
-    "read_training_log": "reinagent.report.training",
-    "training_figure": "reinagent.report.training",
-    "task_question": "reinagent.report.trajectory",
+_MODULES = {  # module -> the names it exports
+    "summary": "summarize summarize_records",
+    "loading": "load find_run_dirs LoadedRun",
+    "frames": "load_frames RunFrames",
+    "stats": "wilson_interval",
+    "markdown": "report_markdown comparison_markdown",
+    "html": "report_html",
+    "plots": "learning_curve_figure metric_figure learning_curve_png save_learning_curve",
+    "trajectory": "task_story pick_task task_question",
+    "rollouts": "rollout_table",
+    "tree": "chosen_path",
+    "training": "find_training_logs read_training_log training_figure",
 }
+_EXPORTS = {name: f"reinagent.report.{module}" for module, names in _MODULES.items() for name in names.split()}
 
 __all__ = sorted(_EXPORTS)
 

@@ -84,10 +84,7 @@ def tree_number(value: float | None) -> str:
 def _template():
     env = Environment(loader=PackageLoader("reinagent.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters["clip"] = _clip
-    env.filters["wbr"] = _wbr
-    env.filters["duration"] = duration
-    env.filters["num"] = tree_number
+    env.filters.update(clip=clip, wbr=wbr, duration=duration, num=tree_number)
     return env.get_template(TEMPLATE)
 
 
@@ -142,7 +139,7 @@ def _step_view(step: Step) -> list[dict[str, Any]]:
         flag = Markup("") if step.valid_action else Markup(" <span class='bad'>(invalid)</span>")
         parts.append(_part("action", Markup("Action") + flag, step.action))
     if step.observation is not None:
-        parts.append(_part("observation", "Observation", _clip(step.observation)))
+        parts.append(_part("observation", "Observation", clip(step.observation)))
     return parts
 
 
@@ -155,12 +152,12 @@ def _img(ident: str, png: bytes, alt: str) -> dict[str, str]:
     return {"id": ident, "alt": alt, "data": base64.b64encode(png).decode("ascii")}
 
 
-def _wbr(text: Any) -> Markup:
+def wbr(text: Any) -> Markup:
     """Column labels are agent/strategy/model: let them wrap at the slashes before anywhere else."""
     return Markup(str(escape(text)).replace("/", "/<wbr>"))
 
 
-def _clip(text: str | None) -> str:
+def clip(text: str | None) -> str:
     text = text or ""
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + f"\n... ({len(text)} chars)"
 

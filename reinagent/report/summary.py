@@ -205,14 +205,8 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _usage_dict(u: Usage) -> dict[str, Any]:
-    return {
-        "calls": u.calls,
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "cost_usd": round(u.cost_usd, 6),
-        "cache_hits": u.cache_hits,
-        "latency_s": round(u.latency_s, 3),
-    }
+    return {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "cost_usd": round(u.cost_usd, 6), "cache_hits": u.cache_hits, "latency_s": round(u.latency_s, 3)}
 
 
 def _uncached(u: Usage) -> dict[str, Any]:

@@ -3,6 +3,7 @@ string, and saved as a checkpoint directory that `--model local:PATH` loads."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,12 +80,10 @@ def available_cores() -> int:
     """CPUs this process may run on: its affinity mask, capped by a cgroup CPU quota (a container's
     `--cpus`), which os.cpu_count() ignores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
+    with contextlib.suppress(OSError, ValueError):
         quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
         if quota != "max":
             cores = min(cores, max(1, int(int(quota) / int(period))))
-    except (OSError, ValueError):
-        pass
     return max(1, cores)
 
 

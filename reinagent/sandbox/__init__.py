@@ -84,14 +84,8 @@ class ExecResult(BaseModel):
 class Sandbox:
     """A pool of `workers` concurrent sandboxed runs. Thread-safe; one per benchmark is plenty."""
 
-    def __init__(
-        self,
-        workers: int | None = None,
-        *,
-        mode: str | None = None,
-        limits: Limits | None = None,
-        warn: bool = True,
-    ):
+    def __init__(self, workers: int | None = None, *, mode: str | None = None, limits: Limits | None = None,
+                 warn: bool = True):
         self.workers = workers or env_count("REINAGENT_SANDBOX_WORKERS", os.cpu_count() or 1, most=1024)
         self.limits = limits or Limits()
         # warn=False: the caller refuses weak modes itself, so no warning line precedes its error
@@ -172,15 +166,5 @@ async def run_tests(jobs: Sequence[ExecJob], *, sandbox: Sandbox | None = None) 
     return await (sandbox or default_sandbox()).run_tests(jobs)
 
 
-__all__ = [
-    "REASONS",
-    "ExecJob",
-    "ExecResult",
-    "HiddenJob",
-    "Limits",
-    "Mode",
-    "Sandbox",
-    "TestOutcome",
-    "default_sandbox",
-    "run_tests",
-]
+__all__ = ["REASONS", "ExecJob", "ExecResult", "HiddenJob", "Limits", "Mode", "Sandbox", "TestOutcome",
+           "default_sandbox", "run_tests"]

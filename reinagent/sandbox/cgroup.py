@@ -15,6 +15,7 @@ under the same cap (docs/programming.md says which applies).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import time
@@ -36,12 +37,10 @@ def _delegates(path: Path) -> bool:
 
 
 def _own_cgroup() -> Path | None:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             if line.startswith("0::"):  # the v2 hierarchy
                 return MOUNT / line[3:].lstrip("/")
-    except OSError:
-        pass
     return None
 
 
@@ -89,24 +88,20 @@ class RunCgroup:
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of the run for going over memory.max."""
-        try:
+        with contextlib.suppress(OSError):
             for line in (self.path / "memory.events").read_text().splitlines():
                 name, _, value = line.partition(" ")
                 if name == "oom_kill" and value.strip() not in ("", "0"):
                     return True
-        except OSError:
-            pass
         return False
 
     def remove(self, wait_s: float = 2.0) -> None:
         """Kill what is left in it and remove it (an empty cgroup only; killed processes take a
         moment to leave, so this retries for up to wait_s)."""
         kill = self.path / "cgroup.kill"  # Linux 5.14+
-        try:
+        with contextlib.suppress(OSError):
             if kill.exists():
                 kill.write_text("1")
-        except OSError:
-            pass
         deadline = time.monotonic() + wait_s
         while True:
             try:

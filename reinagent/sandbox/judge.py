@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import marshal
 import os
@@ -269,11 +270,9 @@ def judge(mode: Mode, limits: Limits, job: HiddenJob) -> dict[str, Any]:
             result = _judge_in(session, job)
             if session.dead is None:
                 child.proc.stdin.close()  # the harness returns on end of input
-                try:
+                with contextlib.suppress(Exception):  # still running: `started` kills it
                     child.proc.wait(timeout=min(1.0, max(0.0, session.deadline - time.monotonic())))
                     child.clean = child.proc.returncode == 0
-                except Exception:  # noqa: BLE001 - still running: `started` kills it
-                    pass
             else:
                 child.kill()
             base["returncode"] = child.proc.returncode

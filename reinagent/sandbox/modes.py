@@ -18,6 +18,7 @@ uid" a safe and complete cleanup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -117,13 +118,11 @@ def _known_uids() -> list[tuple[str, int, int]]:
     import pwd
 
     known = [(f"user {p.pw_name!r}", p.pw_uid, 1) for p in pwd.getpwall()]
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/etc/subuid").read_text().splitlines():
             name, first, count = (line.split(":") + ["", "", ""])[:3]
             if first.isdigit() and count.isdigit():
                 known.append((f"/etc/subuid's range for {name!r}", int(first), int(count)))
-    except OSError:
-        pass
     return known
 
 
@@ -166,19 +165,9 @@ def kill_uid(uid: int) -> None:
     is bounded because a zombie nobody reaps keeps answering "signalled".
     """
     script = "i=0; while [ $i -lt 20 ] && kill -9 -1 2>/dev/null; do i=$((i+1)); done"
-    subprocess.run(
-        ["/bin/sh", "-c", script],
-        user=uid,
-        group=uid,
-        extra_groups=[],
-        env={"PATH": PATH},
-        cwd="/",
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=30,
-        check=False,
-    )
+    subprocess.run(["/bin/sh", "-c", script], user=uid, group=uid, extra_groups=[], env={"PATH": PATH}, cwd="/",
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=30, check=False)
 
 
 # Where an unprivileged uid can write outside its scratch dir (world-writable, sticky).

@@ -14,7 +14,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,10 +184,8 @@ def started(mode: Mode, limits: Limits, timeout_s: float, spec: dict[str, Any], 
                     child.kill()
                 for stream in (proc.stdin, proc.stdout):
                     if stream is not None:
-                        try:
+                        with suppress(OSError):
                             stream.close()
-                        except OSError:
-                            pass
                 os.close(started_r)
     finally:
         if uid is not None and not (child is not None and child.clean and mode is Mode.BWRAP):
@@ -235,10 +233,8 @@ def launch_and_wait(mode: Mode, limits: Limits, job: dict[str, Any]) -> dict[str
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _tail(out) -> str:

@@ -40,10 +40,10 @@ from reinagent.env import Env, EpisodeEnded, StepResult, areset, astep
 from reinagent.redact import redact
 from reinagent.service.client import EnvServiceError, finite_reward
 from reinagent.service.guard import Guard, GuardSettings, short
-from reinagent.service.sessions import Ended, Full, Invalid, NotFound, SessionTable, plain, session_lifespan
+from reinagent.service.sessions import (Ended, Full, Invalid, NotFound, SessionTable, http_answer, plain,
+                                        session_lifespan)
 from reinagent.service.shutdown import AnswerWhenStopped
 
-PROTOCOLS = ("reinagent", "agentgym")
 # AgentGym's SearchQA-style clients (the "env_idx" family) send {"env_idx": ENV, "id": TASK}: read as
 # our "id" family, their reset(i) reset *another client's* env number i and answered 200 (issue 45).
 # Any env_idx is refused, naming the clients this server does speak.
@@ -197,14 +197,8 @@ def create_app(table: SessionTable, *, token: str | None = None, allow_hosts: tu
         async def run(request: Request) -> JSONResponse:
             try:
                 return JSONResponse(await handler(request))
-            except NotFound as err:
-                return JSONResponse({"error": str(err)}, 404)
-            except Invalid as err:
-                return JSONResponse({"error": str(err)}, 422)
-            except Full as err:
-                return JSONResponse({"error": str(err)}, 503, headers={"Retry-After": "1"})
-            except Ended as err:
-                return JSONResponse({"error": str(err)}, 409)
+            except (NotFound, Invalid, Ended, Full) as err:
+                return JSONResponse({"error": str(err)}, *http_answer(err))
             except BadJson as err:
                 return JSONResponse({"error": str(err)}, 400)
             except EnvFailed as err:

@@ -8,6 +8,7 @@ client may be playing), and close every session they open, whatever the server a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,10 +144,8 @@ class Checker:
     def release(self, *only: str) -> None:
         """Close the sessions the checks opened and did not close (`only` these, else all)."""
         for sid in sorted(only or self.opened):
-            try:
+            with contextlib.suppress(httpx.HTTPError):
                 self.http.post("/close", json={"id": sid})
-            except httpx.HTTPError:
-                pass
             self.opened.discard(sid)
 
     def auth(self) -> None:

@@ -13,6 +13,7 @@ on loopback, which is most of a HotpotQA step); the sync API (Gymnasium, scripts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -296,10 +297,9 @@ class HttpEnv(Env):
     async def aclose(self) -> None:
         session, self.session_id = self.session_id, None
         if session is not None:
-            try:  # best effort, no retries: a dead server's sessions died with it (or time out there)
+            # best effort, no retries: a dead server's sessions died with it (or time out there)
+            with contextlib.suppress(EnvServiceError):
                 await self.client.arequest("POST", "/close", {"id": session}, retry=False)
-            except EnvServiceError:
-                pass
 
     # --- sync (Gymnasium, scripts) -----------------------------------------------------------------
 
@@ -317,7 +317,5 @@ class HttpEnv(Env):
     def close(self) -> None:
         session, self.session_id = self.session_id, None
         if session is not None:
-            try:
+            with contextlib.suppress(EnvServiceError):
                 self.client.request("POST", "/close", {"id": session}, retry=False)
-            except EnvServiceError:
-                pass

@@ -28,6 +28,7 @@ closed until the total is under it again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import time
@@ -215,10 +216,8 @@ def hardened_server(config, *, max_connections: int = MAX_CONNECTIONS, header_ti
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets=sockets)
             for sock in sockets or ():
-                try:
+                with contextlib.suppress(OSError):
                     sock.listen(ACCEPT_QUEUE)  # after asyncio's listen(backlog): only the kernel's queue grows
-                except OSError:
-                    pass
 
     server = Server(config)
     server.table = table

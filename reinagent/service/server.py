@@ -36,12 +36,11 @@ from reinagent.service.connections import hardened_server
 from reinagent.service.guard import Guard, GuardSettings, is_loopback
 from reinagent.service.shutdown import AnswerWhenStopped
 from reinagent.service.sessions import (
-    SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_settings, load_benchmark, plain,
-    session_lifespan, step_option,
+    SHUTDOWN_S, Ended, Full, Invalid, NotFound, Session, SessionTable, base_settings, http_answer, load_benchmark,
+    plain, session_lifespan, step_option,
 )
 
 M = TypeVar("M", bound=BaseModel)
-RETRY_AFTER_S = 1
 TOKEN_ENV = "REINAGENT_ENV_TOKEN"
 
 
@@ -84,14 +83,8 @@ def create_app(table: SessionTable, *, token: str | None = None, executor_thread
                 return _json(await handler(request))
             except HttpError as err:
                 return _json(p.Error(error=err.message), err.status, err.headers)
-            except NotFound as err:
-                return _json(p.Error(error=str(err)), 404)
-            except Invalid as err:
-                return _json(p.Error(error=str(err)), 422)
-            except Ended as err:
-                return _json(p.Error(error=str(err)), 409)
-            except Full as err:
-                return _json(p.Error(error=str(err)), 503, {"Retry-After": str(RETRY_AFTER_S)})
+            except (NotFound, Invalid, Ended, Full) as err:
+                return _json(p.Error(error=str(err)), *http_answer(err))
             except Exception as err:  # noqa: BLE001 - a bug of ours: still one JSON line, never a traceback
                 return _json(p.Error(error=redact(f"internal error: {type(err).__name__}: {str(err)[:200]}")), 500)
         return run

@@ -55,6 +55,16 @@ class Ended(Exception):
     """A step after the session's episode ended: HTTP 409 (reset it, or create another)."""
 
 
+# The HTTP status and headers both protocols (server.py, agentgym.py) answer each session error with
+HTTP_ANSWER: dict[type[Exception], tuple[int, dict[str, str]]] = {
+    NotFound: (404, {}), Invalid: (422, {}), Ended: (409, {}), Full: (503, {"Retry-After": "1"})}
+
+
+def http_answer(err: Exception) -> tuple[int, dict[str, str]]:
+    """A session error's status and headers (a subclass's are its nearest listed base's)."""
+    return next(answer for kind, answer in HTTP_ANSWER.items() if isinstance(err, kind))
+
+
 def load_benchmark(name: str) -> Benchmark:
     """A registered benchmark, or `package.module:Class` for a Benchmark subclass of your own."""
     if ":" in name:
@@ -314,10 +324,8 @@ class SessionTable:
 
     async def close_all(self) -> None:
         for sid in list(self.sessions):
-            try:
+            with contextlib.suppress(Exception):  # shutting down: close the others all the same
                 await self.close(sid)
-            except Exception:  # noqa: BLE001 - shutting down: close the others all the same
-                pass
 
 
 def session_lifespan(table: SessionTable, executor_threads: int = 16):

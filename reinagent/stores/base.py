@@ -147,10 +147,8 @@ class Store(ABC):
         writer = self.create_run(run_id, spec)
         try:
             for entry in entries:
-                if isinstance(entry, Supersede):
-                    writer.append(entry)
-                else:
-                    writer.append_replacing(entry)  # type: ignore[attr-defined]
+                (writer.append if isinstance(entry, Supersede)
+                 else writer.append_replacing)(entry)  # type: ignore[attr-defined]
         finally:
             writer.close()
 
@@ -201,13 +199,16 @@ class DatabaseRuns(ABC):
 
 class AsyncAppend:
     """`append_async` for writers whose `append` blocks (a database round trip): in a thread, so
-    the event loop keeps running episodes meanwhile."""
+    the event loop keeps running episodes meanwhile. And `supersede`, which appends a marker."""
 
     def append(self, entry: Entry) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
     async def append_async(self, entry: Entry) -> None:
         await asyncio.to_thread(self.append, entry)
+
+    def supersede(self, keys: list[tuple[str, int]], reason: str) -> None:
+        self.append(Supersede(keys=sorted(keys), reason=reason, at=time.time()))
 
 
 def _solved(records: list[TrialRecord], evaluator: str | None) -> int:

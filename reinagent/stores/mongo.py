@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -74,8 +75,13 @@ class MongoStore(DatabaseRuns, Store):
         db.markers.create_index([("run_id", 1), ("seq", 1)], name="log")
         db.runs.create_index([("benchmark", 1)], name="benchmark")
 
+    @contextmanager
     def _guard(self, what: str):
-        return _Guard(self, what)
+        """Turn a driver error into one line naming the store (never its password)."""
+        try:
+            yield
+        except self._errors as err:
+            raise StoreError(f"could not {what} {self.url}: {first_line(err)}") from None
 
     # -- reading --------------------------------------------------------------------------------
     def run_ids(self, benchmark: str | None = None) -> list[str]:
@@ -144,10 +150,7 @@ class MongoStore(DatabaseRuns, Store):
         writer = self.create_run(run_id, spec, importing=True)
         try:
             for entry in entries:
-                if isinstance(entry, Supersede):
-                    writer.append(entry)
-                else:
-                    writer.append_replacing(entry)
+                (writer.append if isinstance(entry, Supersede) else writer.append_replacing)(entry)
             with self._guard(f"write run {run_id} to"):
                 self.db.runs.update_one({"_id": run_id}, {"$unset": {"importing": ""}})
         finally:
@@ -168,21 +171,6 @@ class MongoStore(DatabaseRuns, Store):
                 self.db.runs.delete_one({"_id": run_id})
         finally:
             writer.close()
-
-
-class _Guard:
-    """Turn a driver error into one line naming the store (never its password)."""
-
-    def __init__(self, store: MongoStore, what: str):
-        self.store, self.what = store, what
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, err, tb):
-        if err is not None and isinstance(err, self.store._errors):
-            raise StoreError(f"could not {self.what} {self.store.url}: {first_line(err)}") from None
-        return False
 
 
 class MongoRunWriter(AsyncAppend):
@@ -242,10 +230,8 @@ class MongoRunWriter(AsyncAppend):
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()
-            try:
+            with suppress(*self.store._errors):  # it expires on its own
                 self.db.leases.delete_one({"_id": self.run_id, "owner": self.owner})
-            except self.store._errors:
-                pass  # it expires on its own
             self._renewer = None
 
     # -- writes ---------------------------------------------------------------------------------
@@ -272,9 +258,6 @@ class MongoRunWriter(AsyncAppend):
         with self._mutex, self.store._guard(f"write run {self.run_id} to"):
             self._insert(record, replacing=True)
 
-    def supersede(self, keys: list[tuple[str, int]], reason: str) -> None:
-        self.append(Supersede(keys=sorted(keys), reason=reason, at=time.time()))
-
     def update_spec(self, spec: RunSpec) -> None:
         with self._mutex, self.store._guard(f"write run {self.run_id} to"):
             self._check()
@@ -286,19 +269,15 @@ class MongoRunWriter(AsyncAppend):
         key = {"run_id": self.run_id, "task_id": rec.task_id, "trial": rec.trial, "sample": record_sample(rec),
                "generation": self._generation(rec.task_id, rec.trial)}
         doc = {**key, "revision": 0, "success": rec.success, "doc": valid_data(rec.model_dump(mode="json"))}
-        try:
+        with suppress(DuplicateKeyError):
             self.db.records.insert_one({**doc, "seq": self._seq()})
             return
-        except DuplicateKeyError:
-            pass
         stored = next(iter(self.db.records.find(key).sort("revision", -1).limit(1)))
         old = TrialRecord.model_validate(stored["doc"])
         if old == rec or not (replacing or same_episode(old, rec)):
             return  # a repeated write, or another episode of a key already recorded: first wins
-        try:
+        with suppress(DuplicateKeyError):  # the same revision, written by a racing writer
             self.db.records.insert_one({**doc, "revision": stored["revision"] + 1, "seq": self._seq()})
-        except DuplicateKeyError:
-            pass  # the same revision, written by a racing writer
 
     def _mark(self, marker: Supersede) -> None:
         for task_id, trial in marker.keys:  # first: a redo must never take the old key (see above)

@@ -178,10 +178,7 @@ class SqlStore(DatabaseRuns, Store):
                 writer.bulk = cur  # every append below joins this transaction
                 self._insert_run(cur, run_id, spec)
                 for entry in entries:
-                    if isinstance(entry, Supersede):
-                        writer.append(entry)
-                    else:
-                        writer.append_replacing(entry)
+                    (writer.append if isinstance(entry, Supersede) else writer.append_replacing)(entry)
         finally:
             writer.bulk = None
             writer.close()
@@ -252,11 +249,6 @@ class SqlRunWriter(AsyncAppend):
     def append_replacing(self, record: TrialRecord) -> None:
         """Import: a later record of a key replaces the earlier one, as in records.jsonl."""
         self._insert(record, replacing=True)
-
-    def supersede(self, keys: list[tuple[str, int]], reason: str) -> None:
-        import time
-
-        self.append(Supersede(keys=sorted(keys), reason=reason, at=time.time()))
 
     def update_spec(self, spec: RunSpec) -> None:
         with self.tx() as cur:

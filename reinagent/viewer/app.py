@@ -20,13 +20,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, select_autoescape
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reinagent.browse.listing import RunCache, RunInfo, discover, run_info
+from reinagent.browse.listing import RunCache, RunInfo, discover, list_runs, run_info
 from reinagent.browse.show import task_rows, verdict
 from reinagent.errors import RunDirError
-from reinagent.report.html import table_html, tree_number, tree_stylesheet
+from reinagent.report.html import clip, table_html, tree_number, tree_stylesheet, wbr
 from reinagent.report.tree import drawn_tree, tree_depth
 from reinagent.report.tables import (
     comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
@@ -35,7 +35,6 @@ from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_
 
 HERE = Path(__file__).resolve().parent
 MAX_COMPARED = 50  # runs on one comparison page or plot: its curves are unreadable well before this
-MAX_TEXT = 20_000  # one runaway observation must not make a page unusable
 
 
 def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple[str, ...] = ()) -> FastAPI:
@@ -46,7 +45,8 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
     # the report's templates too: a task page draws search trees with the HTML report's macro
     loader = ChoiceLoader([FileSystemLoader(HERE / "templates"), PackageLoader("reinagent.report", "templates")])
     env = Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
-    env.filters.update(duration=duration, clip=_clip, breakable=_breakable, wbr=_breakable, num=tree_number)
+    # breakable: run ids and model paths may wrap after a slash (and nowhere else) in narrow columns
+    env.filters.update(duration=duration, clip=clip, breakable=wbr, wbr=wbr, num=tree_number)
     templates = Jinja2Templates(env=env)
     app = FastAPI(title="reinagent viewer", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
@@ -66,15 +66,6 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
         except RunDirError as err:
             raise HTTPException(409, str(err)) from None
 
-    def all_infos() -> tuple[list[RunInfo], list[str]]:
-        infos, problems = [], []
-        for path in run_dirs().values():
-            try:
-                infos.append(run_info(path, root, cache))
-            except RunDirError as err:
-                problems.append(str(err))
-        return infos, problems
-
     def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return templates.TemplateResponse(request, name, {"root": str(root), **context}, status_code=status_code)
 
@@ -87,7 +78,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
 
     @app.get("/api/runs")
     def api_runs() -> dict[str, Any]:
-        infos, problems = all_infos()
+        infos, problems = list_runs(root, cache)
         return {"root": str(root), "runs": [i.to_json() for i in infos], "problems": problems}
 
     @app.get("/api/runs/{run_id:path}/tasks/{number}")
@@ -107,7 +98,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request):
-        infos, problems = all_infos()
+        infos, problems = list_runs(root, cache)
         return page(request, "runs.html", runs=infos, problems=problems, title="runs")
 
     @app.get("/runs/{run_id:path}/tasks/{number}", response_class=HTMLResponse)
@@ -120,7 +111,7 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
         trials = [_trial_view(r) for r in records]
         return page(request, "task.html", run=run_, number=number, task_id=task_id,
                     num_tasks=len(loaded.spec.task_ids), verdict=verdict(records, loaded.evaluator), trials=trials,
-                    question=task_question(first, limit=10_000), prompt=_clip(task_prompt(first)) if first else "",
+                    question=task_question(first, limit=10_000), prompt=clip(task_prompt(first)) if first else "",
                     gold=gold_of(first) if first else None,
                     memory=[(r.trial, r.reflection) for r in records if r.reflection],
                     tree_css=Markup(tree_stylesheet()) if any(t["tree"] for t in trials) else "",
@@ -177,9 +168,9 @@ def _task_id(loaded, number: int) -> str:
 def _trial_view(rec) -> dict[str, Any]:
     """What the task page shows of one trial; the template stays free of record logic."""
     kind = "err" if rec.error else ("ok" if rec.success else "bad")
-    steps = [{"output": _clip(s.output) if s.thought is None and s.action is None else None,
+    steps = [{"output": clip(s.output) if s.thought is None and s.action is None else None,
               "thought": s.thought, "action": s.action, "valid": s.valid_action,
-              "observation": _clip(s.observation) if s.observation is not None else None}
+              "observation": clip(s.observation) if s.observation is not None else None}
              for s in rec.trajectory.steps]
     one_line = rec.answer is not None and "\n" not in rec.answer.strip()
     return {"trial": rec.trial, "kind": kind, "outcome": outcome(rec), "memory": rec.memory, "steps": steps,
@@ -187,7 +178,7 @@ def _trial_view(rec) -> dict[str, Any]:
             "reflection": rec.reflection, "wall_s": rec.wall_s, "calls": len(rec.calls),
             "rollout": rec.trajectory.rollout, "tree": drawn_tree(rec.trajectory) if rec.trajectory.tree else None,
             "tree_size": len(rec.trajectory.tree), "tree_depth": tree_depth(rec.trajectory),
-            "messages": [(m.role, _clip(m.content)) for m in rec.trajectory.messages]}
+            "messages": [(m.role, clip(m.content)) for m in rec.trajectory.messages]}
 
 
 def _task_matrix(infos: list[RunInfo], cache: RunCache) -> list[dict[str, Any]]:
@@ -213,13 +204,3 @@ def _task_matrix(infos: list[RunInfo], cache: RunCache) -> list[dict[str, Any]]:
             cells.append({"text": text, "kind": kind, "href": f"/runs/{quote(info_.run_id)}/tasks/{number}"})
         rows.append({"task_id": task_id, "question": question, "cells": cells})
     return rows
-
-
-def _breakable(text: str) -> Markup:
-    """Run ids and model paths may wrap after a slash (and nowhere else) in narrow columns."""
-    return Markup("/<wbr>").join(escape(part) for part in str(text).split("/"))
-
-
-def _clip(text: str | None) -> str:
-    text = text or ""
-    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + f"\n... ({len(text)} chars)"
