@@ -38,8 +38,9 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     cfg = exp.config
     done = latest_records(records)
     limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
-    # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first.
-    missing = missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, cfg.evaluator)
+    # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first
+    # (a new run has no records, so nothing to look for).
+    missing = missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, cfg.evaluator) if done else []
     if missing:
         await warm_up_if(exp, missing)
         await write_missing_reflections(exp, done, limit)

@@ -134,14 +134,14 @@ def ups(route: list[str], layers) -> list[tuple[str, str]]:
     return [(a, b) for a, b in zip(route, route[1:]) if layer_of(b, layers) < layer_of(a, layers)]
 
 
-def run_route(tmp: Path, *, returns: bool = True) -> list[str]:
-    """The route of a small real run: one arithmetic task, one trial, a scripted model."""
+def run_route(tmp: Path, *, returns: bool = True, benchmark: str = "arithmetic", agent: str | None = None) -> list[str]:
+    """The route of a small real run: one task of `benchmark`, one trial, a scripted model."""
     from reinagent.config import build_config
     from reinagent.runner import run_experiment
 
     script = tmp / "script.json"
     script.write_text('{"rules": [], "default": "Thought: add.\\nAction: Finish[0]"}', encoding="utf-8")
-    config = build_config(benchmark="arithmetic", num_envs=1, num_trials=1, model=f"scripted:{script}",
+    config = build_config(benchmark=benchmark, agent=agent, num_envs=1, num_trials=1, model=f"scripted:{script}",
                           run_dir=str(tmp / "run"), cache=False)
     return trace(lambda: run_experiment(config, progress=False), returns=returns)
 
