@@ -194,15 +194,15 @@ def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_e
 
     if new_run:
         check(_check_model_flags, models, kinds, base_url, api_key_env)
-    for model in dict.fromkeys(models):
-        check(check_credentials, model, base_url, api_key_env)
+    for model, kind in dict(zip(models, kinds)).items():
+        check(check_credentials, model, base_url, api_key_env, kind)
         if model.startswith("scripted:"):  # its file is read when the model is built: say so now
             from pathlib import Path
 
             from reinagent.llm.scripted import check_script
 
             check(check_script, Path(model.removeprefix("scripted:")))
-    for extra in needed_extras(models, base_url):
+    for extra in needed_extras(models, base_url, kinds):
         check(require_extra, extra, f"model {models[0]!r}")
     if problems:
         raise problems[0] if len(problems) == 1 else ConfigError("\n".join(map(str, problems)))
@@ -222,12 +222,13 @@ def _check_model_flags(models: tuple[str, ...], kinds: tuple[str, ...], base_url
                                  "--model openai/NAME to use the server")
 
 
-def needed_extras(models: tuple[str, ...], base_url: str | None = None) -> list[str]:
+def needed_extras(models: tuple[str, ...], base_url: str | None = None, kinds: tuple[str, ...] = ()) -> list[str]:
     """The extras the models' engines need: `local` for OpenVINO, `hf` for transformers (a HF
-    directory needs its stack either way: to run on it, or to be written as GGUF for OpenVINO)."""
-    kinds = [(model, backend_of(model, base_url)) for model in models]
-    extras = ["local"] if any(kind == "local" and _on_openvino(m) for m, kind in kinds) else []
-    if any(kind == "hf" or _hf_dir(m) for m, kind in kinds):
+    directory needs its stack either way: to run on it, or to be written as GGUF for OpenVINO).
+    `kinds`: the models' backends, when already known."""
+    pairs = list(zip(models, kinds or [backend_of(model, base_url) for model in models]))
+    extras = ["local"] if any(kind == "local" and _on_openvino(m) for m, kind in pairs) else []
+    if any(kind == "hf" or _hf_dir(m) for m, kind in pairs):
         extras.append("hf")
     return extras
 
@@ -251,13 +252,15 @@ def _on_openvino(model: str) -> bool:
         return not _hf_dir(model)
 
 
-def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None) -> None:
-    """Fail before any work starts when a hosted model's API key is missing."""
+def check_credentials(model: str, base_url: str | None = None, api_key_env: str | None = None,
+                      kind: str | None = None) -> None:
+    """Fail before any work starts when a hosted model's API key is missing (`kind`: the model's
+    backend, when already known)."""
     from unittest import mock
 
     from reinagent.llm.wire import endpoint_key, is_provider_endpoint
 
-    kind = backend_of(model, base_url)
+    kind = kind or backend_of(model, base_url)
     if api_key_env:  # (a model that asks no server does not use it: _check_model_flags says so)
         if kind in ("openai-compatible", "litellm"):
             endpoint_key(base_url, api_key_env)  # ConfigError when the named variable is not set
