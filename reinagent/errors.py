@@ -11,6 +11,22 @@ class ConfigError(ReinagentError):
     """Bad configuration: unknown names, invalid numbers, malformed YAML."""
 
 
+def collect(problems: list[ConfigError], check, *args, **kwargs):
+    """`check(*args, **kwargs)`, its ConfigError kept in `problems` (then None) rather than raised:
+    what resolving a run does, so that every problem is reported at once."""
+    try:
+        return check(*args, **kwargs)
+    except ConfigError as err:
+        problems.append(err)
+        return None
+
+
+def raise_all(problems: list[ConfigError]) -> None:
+    """Nothing, or the one problem with its own class, or every problem, one line each."""
+    if problems:
+        raise problems[0] if len(problems) == 1 else ConfigError("\n".join(str(p) for p in problems))
+
+
 class PreflightError(ConfigError):
     """A check before the run failed: one line naming what, why and the fix (the CLI exits 2)."""
 
@@ -32,8 +48,8 @@ def require_extra(extra: str, what: str) -> None:
     names who needs it ("benchmark alfworld", "model 'local'")."""
     missing = [m for m in EXTRAS[extra] if not importable(m)]
     if missing:
-        raise MissingExtra(f"{what}: needs the {extra} extra (module {missing[0]} is not installed); install it "
-                           f"with `.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)")
+        raise MissingExtra(f"{what}: needs the {extra} extra (module {missing[0]} is not installed); install it with "
+                           f"`.venv/bin/pip install -e '.[{extra}]'` (or ./run_tests.sh, which installs every extra)")
 
 
 def importable(module: str) -> bool:

@@ -16,14 +16,14 @@ reads the RunConfig.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reinagent import benchmarks
 from reinagent.agents.base import Activity, Agent
 from reinagent.config import RunConfig
-from reinagent.errors import ConfigError, MissingExtra, RunDirError, choices, require_extra
+from reinagent.errors import ConfigError, MissingExtra, RunDirError, choices, collect, raise_all, require_extra
 from reinagent.executors import ExecutorSettings
 from reinagent.llm.base import LLM
 from reinagent.llm.stack import ModelSettings
@@ -71,18 +71,18 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
     if check_models:
         from reinagent.llm import check_models
 
-        kinds = _collect(problems, check_models, (config.actor_model, config.reflection_model),
+        kinds = collect(problems, check_models, (config.actor_model, config.reflection_model),
                          config.base_url, config.api_key_env, new_run=new_run) or ()
     if config.benchmark.lower().removesuffix("-v1") == "alfworld" and not config.env_url:
-        _collect(problems, require_extra, "alfworld", f"benchmark {config.benchmark}")
+        collect(problems, require_extra, "alfworld", f"benchmark {config.benchmark}")
     grammar = None
     # a missing extra (alfworld) is named before the benchmark imports it
     if not any(isinstance(p, MissingExtra) for p in problems):
         try:
             bench, config = _resolve_benchmark(config)
             tasks = _select_tasks(bench, config, task_ids)
-            if config.constrained or (config.constrained is None and kinds[:1] in ((), ("local",))):
-                from reinagent.llm.constrained import choose_grammar  # only OpenVINO constrains
+            if _may_constrain(config.constrained, kinds):
+                from reinagent.llm.constrained import choose_grammar
 
                 grammar = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
                                          config.actor_model, config.base_url, config.precision)
@@ -91,8 +91,7 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         except ImportError as err:  # an extra not checked (the models' own problems hid it)
             problems.append(ConfigError(f"benchmark {config.benchmark} cannot be imported ({err}); "
                                         "install its extra (./run_tests.sh installs every extra)"))
-    if problems:
-        raise problems[0] if len(problems) == 1 else ConfigError("\n".join(str(p) for p in problems))
+    raise_all(problems)
     return Plan(
         config=config, benchmark=bench, tasks=tuple(tasks), task_settings=picked(BenchmarkSettings, config),
         agent_settings=agent_settings(config),
@@ -106,12 +105,11 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
     )
 
 
-def _collect(problems: list[ConfigError], check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return check(*args, **kwargs)
-    except ConfigError as err:
-        problems.append(err)
-        return None
+def _may_constrain(wanted: bool | None, kinds: tuple[str, ...]) -> bool:
+    """Whether the actor's grammar is worth looking up: --constrained asked for it, or by default
+    an actor the local engine may serve (the only one that constrains; its backend `kinds[0]`,
+    or not looked up)."""
+    return bool(wanted) or (wanted is None and kinds[:1] in ((), ("local",)))
 
 
 def _asks_running(kinds: tuple[str, ...], executor: str) -> bool:

@@ -74,9 +74,12 @@ def backends(settings: PreflightSettings) -> tuple[str, str]:
     return backend_of(settings.actor_model, settings.base_url), backend_of(settings.reflection_model, settings.base_url)
 
 
-def preflight(settings: PreflightSettings, *, resuming: bool = False) -> None:
+def preflight(settings: PreflightSettings | None, *, resuming: bool = False) -> None:
     """Raise PreflightError for the first check that fails (settings of a resolved config): the
-    executor (Ray installed, its cluster reachable), then every model endpoint."""
+    executor (Ray installed, its cluster reachable), then every model endpoint. None (a plan with
+    nothing running to ask): nothing to do."""
+    if settings is None:
+        return
     if settings.executor != "local":  # the local executor needs nothing
         from reinagent.executors import check_executor
 

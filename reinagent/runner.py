@@ -149,8 +149,7 @@ def start_run(config: RunConfig, *, progress: bool = True) -> RunRef:
         Path(config.store.removeprefix("file://")) / default.name if config.store else default)
     check_new_run_dir(run_dir)  # an existing run is resumed, not restarted: say so before any work
     plan = _with_config(plan, run_dir=str(run_dir))
-    if plan.checks:  # endpoints, a cluster: seconds and one line instead of a run of errors
-        preflight(plan.checks)
+    preflight(plan.checks)  # endpoints, a cluster: seconds and one line instead of a run of errors
     spec = make_spec(plan, plan.benchmark.settings())
     made_dir = not run_dir.exists()
     store = RunStore.create(run_dir, spec)
@@ -182,8 +181,7 @@ def _start_in_database(plan: Plan, progress: bool) -> RunRef:
         run_id = new_run_id(config.benchmark, config.agent, config.strategy.value)
         log_dir = Path(config.run_dir) if config.run_dir else Path("runs") / run_id
         plan = _with_config(plan, store=db.url, run_dir=str(log_dir))  # no password kept
-        if plan.checks:
-            preflight(plan.checks)
+        preflight(plan.checks)
         spec = make_spec(plan, plan.benchmark.settings())
         writer = db.create_run(run_id, spec, log_dir)
         print(f"run id: {run_id} (store {db.url}; tracebacks, if any: {log_dir}/errors.log)", file=sys.stderr, flush=True)
@@ -225,8 +223,7 @@ def resume_experiment(
                            retry_errors=retry_errors, overrides=overrides)
         config = RunConfig(**{**spec.config, **recorded_settings(spec, todo), **todo.settings, "num_trials": todo.num_trials})
         plan = resolve(config, task_ids=spec.task_ids, new_run=False)
-        if plan.checks:
-            preflight(plan.checks, resuming=True)
+        preflight(plan.checks, resuming=True)
         # Durable before any model call, in this order: a kill after either step resumes right.
         changed = with_change(spec, todo)
         if changed != spec:  # a history entry, or the endpoints sealed anew

@@ -340,7 +340,7 @@ def test_a_lazy_import_that_breaks_a_rule_is_caught(tmp_path):
     graph = _mutant(tmp_path / "b2", "config.py", "    def _rollout(cls, value: Any) -> Any:",
                     "from reinagent.plan import resolve")  # plan.py reads config.py: a loop
     assert any("reinagent.config" in circle and "reinagent.plan" in circle for circle in _circles(graph))
-    graph = _mutant(tmp_path / "c", "preflight.py", "def preflight(settings: PreflightSettings, *, resuming: bool = False) -> None:",
+    graph = _mutant(tmp_path / "c", "preflight.py", "def preflight(settings: PreflightSettings | None, *, resuming: bool = False) -> None:",
                     "from reinagent.config import RunConfig")
     assert _forbidden(graph) == [("reinagent.preflight", "reinagent.config")]
 

@@ -36,7 +36,7 @@ import importlib.util
 import os
 import sys
 
-from reinagent.errors import ConfigError, PreflightError, require_extra
+from reinagent.errors import ConfigError, PreflightError, collect, raise_all, require_extra
 from reinagent.llm.base import LLM, Completion, GenerationParams
 
 BACKENDS: dict[str, str] = {
@@ -185,27 +185,19 @@ def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_e
     (`new_run`: a resumed run keeps what its spec recorded) a model flag no model uses."""
     kinds = tuple(backend_of(model, base_url) for model in models)
     problems: list[ConfigError] = []
-
-    def check(function, *args) -> None:
-        try:
-            function(*args)
-        except ConfigError as err:
-            problems.append(err)
-
     if new_run:
-        check(_check_model_flags, models, kinds, base_url, api_key_env)
+        collect(problems, _check_model_flags, models, kinds, base_url, api_key_env)
     for model, kind in dict(zip(models, kinds)).items():
-        check(check_credentials, model, base_url, api_key_env, kind)
+        collect(problems, check_credentials, model, base_url, api_key_env, kind)
         if model.startswith("scripted:"):  # its file is read when the model is built: say so now
             from pathlib import Path
 
             from reinagent.llm.scripted import check_script
 
-            check(check_script, Path(model.removeprefix("scripted:")))
+            collect(problems, check_script, Path(model.removeprefix("scripted:")))
     for extra in needed_extras(models, base_url, kinds):
-        check(require_extra, extra, f"model {models[0]!r}")
-    if problems:
-        raise problems[0] if len(problems) == 1 else ConfigError("\n".join(map(str, problems)))
+        collect(problems, require_extra, extra, f"model {models[0]!r}")
+    raise_all(problems)
     return kinds
 
 
