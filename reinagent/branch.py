@@ -40,7 +40,7 @@ def branch_records(records: list[TrialRecord], task_ids: list[str], keep_reflect
     for tid in task_ids:
         record = first[tid].model_copy(deep=True)
         if not keep_reflections:
-            record.reflection, record.reflection_calls = None, []
+            record.reflection, record.reflection_raw, record.reflection_calls = None, None, []
         record.copied_from = source
         record.copied_calls = len(record.calls)
         kept.append(record)

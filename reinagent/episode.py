@@ -34,7 +34,8 @@ async def run_episode(
     last_attempt = None
     if previous is not None and previous.error is None and cfg.strategy.uses_last_attempt:
         last_attempt = last_attempt_text(exp, task, previous.trajectory)
-    view = trial_view(trial, cfg.strategy, memory, last_attempt, kept_tests(previous))
+    view = trial_view(trial, cfg.strategy, memory, last_attempt, kept_tests(previous),
+                      previous.trajectory if last_attempt is not None else None)
     rollout = f"{task.task_id}/trial{trial}"
     record = TrialRecord(
         task_id=task.task_id, trial=trial, memory=view.shown_reflections, started_at=time.time()
@@ -56,10 +57,11 @@ async def run_episode(
         # Reflect where the loop goes on: the Evaluator (the program's own tests under
         # --evaluator internal, else the benchmark's verdict) failed the attempt, and trials are left.
         if not stops_loop(record, evaluator) and trial < cfg.num_trials and cfg.strategy.uses_reflections:
-            record.reflection, call = await exp.reflector.reflect(
+            reflected = await exp.reflector.reflect(
                 reflector_input(exp, task, trajectory), rollout_id=f"{rollout}/reflect",
                 past=memory.last(cfg.reflector_memory))
-            record.reflection_calls.append(call)
+            record.reflection, record.reflection_raw = reflected.text, reflected.raw
+            record.reflection_calls.append(reflected.call)
     except InfrastructureError as err:  # the model server or the sandbox failed, not the model
         record.trajectory = record.trajectory if record.trajectory.steps else actor.trajectory
         label = "model error" if isinstance(err, ModelError) else "sandbox error" if isinstance(
@@ -71,7 +73,7 @@ async def run_episode(
         _log_traceback(exp.store.run_dir, task.task_id, trial)
     record = _finite(record)
     if record.error is not None:
-        record.reflection = None  # never reflect on (or remember) an attempt that was not judged
+        record.reflection = record.reflection_raw = None  # never reflect on (or remember) an attempt that was not judged
         if view.internal_tests is not None and "internal_tests" not in record.trajectory.extra:
             # the tests this trial was given go on to the next: they are written once per task
             record.trajectory.extra["internal_tests"] = list(view.internal_tests)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from reinagent.records import TrialRecord
+from reinagent.records import TrialRecord, Trajectory
 from reinagent.strategy import ReflexionStrategy, memory_block
 
 DEFAULT_WINDOW = 3
@@ -44,6 +44,9 @@ class MemoryView:
     # the coder's own unit tests, written in the task's first trial and kept for every later one
     # (whatever the strategy; never part of the memory block): None until a trial has written them
     internal_tests: tuple[str, ...] | None = None
+    # the trajectory `last_attempt` was rendered from (None when the strategy shows no previous
+    # attempt): the coder's retry chat puts its program and test results in turns of their own
+    previous: Trajectory | None = None
 
     def block(self) -> str:
         """The text to put in the actor's prompt, shaped by the strategy."""
@@ -68,10 +71,11 @@ def memory_before(done: Mapping[tuple[str, int], TrialRecord], task_id: str, tri
 
 
 def trial_view(trial: int, strategy: ReflexionStrategy, memory: EpisodicMemory, last_attempt: str | None,
-               kept_tests: tuple[str, ...] | None = None) -> MemoryView:
+               kept_tests: tuple[str, ...] | None = None, previous: Trajectory | None = None) -> MemoryView:
     """What trial `trial` of a task is shown: the memory's recent reflections and the previous
     attempt (rendered by the agent), as the strategy lets them through, and the internal tests an
     earlier trial wrote (programming). The trial loop (episode.py) and RL's reflect method
     (rl/reflect.py) build the next trial's prompt from it."""
-    return MemoryView(trial, strategy, tuple(memory.recent()), last_attempt if strategy.uses_last_attempt else None,
-                      kept_tests)
+    shown = strategy.uses_last_attempt and last_attempt is not None
+    return MemoryView(trial, strategy, tuple(memory.recent()), last_attempt if shown else None,
+                      kept_tests, previous if shown else None)

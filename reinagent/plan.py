@@ -130,6 +130,7 @@ def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     if split not in bench.splits:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
     config = apply_preset(config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split}))
+    config = apply_part_defaults(config, bench.agent_defaults(agent))
     config = config.model_copy(update={"evaluator": _evaluator(bench, config.evaluator)})
     if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
         from reinagent.rollouts.multi_turn import check_agent
@@ -159,6 +160,14 @@ def apply_preset(config: RunConfig) -> RunConfig:
     explicit = {name: getattr(config, name) for name in config.model_fields_set}
     update = {r.setting: r.value for r in references(config.model_dump(mode="json")) if r.setting not in explicit}
     return RunConfig(**explicit, **update)  # validated: a wrong table entry is a clear error here
+
+
+def apply_part_defaults(config: RunConfig, defaults: Mapping[str, Any]) -> RunConfig:
+    """A part's own default (the coder's 768 max_tokens) for each setting no flag, YAML key or
+    preset set, written into the config: spec.json then records what the run used, and a value
+    the user gave is kept even when it equals the framework's default (`--max-tokens 256`)."""
+    update = {name: value for name, value in defaults.items() if name not in config.model_fields_set}
+    return RunConfig(**config.model_dump(exclude_unset=True), **update) if update else config
 
 
 def _evaluator(bench: Benchmark, evaluator: str | None) -> str | None:
@@ -209,9 +218,9 @@ def picked(settings_class: type, config: RunConfig, **given: Any):
 
 
 def _given(config: RunConfig, name: str) -> bool:
-    """Set by a flag or YAML key to other than the framework's default (a config rebuilt from
-    spec.json on resume has every field set, so the value decides there)."""
-    return name in config.model_fields_set and getattr(config, name) != RunConfig.model_fields[name].default
+    """Set by a flag, a YAML key, the preset or a part's default (`apply_part_defaults`), whatever
+    its value; a config rebuilt from spec.json has every field set: what the run used."""
+    return name in config.model_fields_set
 
 
 # ----- building the run ----------------------------------------------------------------------

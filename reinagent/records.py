@@ -160,7 +160,8 @@ class TrialRecord(BaseModel):
     f1: float | None = None
     answer: str | None = None
     trajectory: Trajectory = Field(default_factory=Trajectory)
-    reflection: str | None = None
+    reflection: str | None = None  # what memory keeps: the Reflector's reply cleaned (reflector.clean_reflection)
+    reflection_raw: str | None = None  # the reply as the model wrote it (None in records made before it was kept)
     reflection_calls: list[ModelCall] = Field(default_factory=list)
     memory: list[str] = Field(default_factory=list)  # reflections shown to the actor this trial
     evaluation: dict[str, Any] = Field(default_factory=dict)

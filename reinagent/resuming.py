@@ -231,6 +231,7 @@ def recorded_settings(spec: RunSpec, plan: ResumePlan) -> dict[str, Any]:
     for a run started before that setting existed; and `evaluator` (see `_evaluator`)."""
     kept: dict[str, Any] = {} if "search_reflections" in spec.config else {"search_reflections": None}
     kept.update(_evaluator(spec))
+    kept.update(_coder_tokens(spec))
     if spec.config.get("constrained") is not None or {"model", "base_url"} & plan.settings.keys():
         return kept
     recorded = spec.settings.get("constrained")
@@ -244,6 +245,18 @@ def _evaluator(spec: RunSpec) -> dict[str, Any]:
         return {}
     evaluator = recorded_evaluator(spec.config)
     return {} if evaluator is None else {"evaluator": evaluator}
+
+
+def _coder_tokens(spec: RunSpec) -> dict[str, Any]:
+    """A coder run started before its config recorded a part's defaults (spec.settings has no
+    `defaults_recorded`) recorded max_tokens 256 whether or not it was given, and its coder used
+    768 unless the value differed from 256: it goes on with what it used."""
+    config = spec.config
+    if spec.settings.get("defaults_recorded") or config.get("agent") != "coder" or config.get("max_tokens") != 256:
+        return {}
+    from reinagent.agents.coder import DEFAULT_MAX_TOKENS
+
+    return {"max_tokens": DEFAULT_MAX_TOKENS}
 
 
 def _shown(name: str, value: Any) -> Any:
@@ -317,9 +330,10 @@ async def reflect_on(exp, task, rec: TrialRecord, past: list[str] | None = None)
     amended = rec.model_copy(deep=True)
     try:
         shown = EpisodicMemory(reflections=list(past or [])).last(exp.config.reflector_memory)
-        amended.reflection, call = await exp.reflector.reflect(
+        reflected = await exp.reflector.reflect(
             reflector_input(exp, task, rec.trajectory), rollout_id=f"{rollout}/reflect", past=shown)
-        amended.reflection_calls.append(call)
+        amended.reflection, amended.reflection_raw = reflected.text, reflected.raw
+        amended.reflection_calls.append(reflected.call)
     except ModelError as err:
         amended.error = redact(f"model error: {err}")
     except Exception as err:  # noqa: BLE001 - as in run_episode: an error of this (task, trial)

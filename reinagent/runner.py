@@ -122,6 +122,8 @@ def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
         settings={**{k: redact_url(v) if isinstance(v, str) and "://" in v else v for k, v in (settings or {}).items()},
                   "constrained": plan.constrained,
                   "deterministic": config.deterministic, "sampling_seeds": "per-call",
+                  # config holds what the run used, a part's own defaults included (plan.apply_part_defaults)
+                  "defaults_recorded": True,
                   **({SEAL_FIELD: sealed} if sealed else {})},
     )
 

@@ -19,8 +19,9 @@ RULES = [
               "FIX-MARKER: next time return number % 1.0."},
     {"when": "(?s)You write unit tests.*truncate_number",
      "reply": "assert truncate_number(3.5) == 0.5\nassert truncate_number(1.25) == 0.25\nassert truncate_number(2.0) == 0.0"},
-    # The actor fixes its code only when a reflection (FIX-MARKER) is in its prompt.
-    {"when": "(?s)FIX-MARKER.*Write the complete implementation of `truncate_number`", "reply": FIXED},
+    # The actor fixes its code only when a reflection (FIX-MARKER) is in its prompt: the retry
+    # chat's reflection turn, before its closing "[improved impl]:" turn.
+    {"when": r"(?s)FIX-MARKER.*\[improved impl\]:.*truncate_number", "reply": FIXED},
     {"when": "Write the complete implementation of `truncate_number`", "reply": BUGGY},
 ]
 
@@ -87,14 +88,20 @@ def test_last_attempt_shows_previous_code_and_feedback(tmp_path, script):
     rules = [
         {"when": "(?s)You write unit tests.*truncate_number", "reply": RULES[1]["reply"]},
         # Seeing its own failing test output (`# output: 3.0`) is what makes this model fix it.
-        {"when": r"(?s)# output: 3\.0.*Write the complete implementation of `truncate_number`", "reply": FIXED},
+        {"when": r"(?s)# output: 3\.0.*\[improved impl\]:.*truncate_number", "reply": FIXED},
         {"when": "Write the complete implementation of `truncate_number`", "reply": BUGGY},
     ]
     report, records = _run(tmp_path, script(rules, default="no"), "last_attempt")
     assert [t["solved_cumulative"] for t in report["trials"]] == [0, 1, 1]
     second = next(r for r in records if r.task_id == "HumanEval/2" and r.trial == 2)
-    prompt = second.trajectory.messages[1].content
-    assert "float(int(number))" in prompt and "Feedback from your own unit tests" in prompt
+    # the reference's retry chat without the reflection turns: the previous program is the
+    # assistant's turn, its test results and the signature the user's last
+    roles = [m.role for m in second.trajectory.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant"], roles
+    previous, results = second.trajectory.messages[2].content, second.trajectory.messages[3].content
+    assert "float(int(number))" in previous and previous.startswith("```python")
+    assert results.startswith("[unit test results from previous impl]:") and "# output: 3.0" in results
+    assert "[reflection on previous impl]" not in results and "[improved impl]:" in results
 
 
 @pytest.mark.slow

@@ -128,21 +128,6 @@ def test_the_orphan_scan_finds_a_child_that_outlives_the_runner(tmp_path):
     assert out.stdout.split() == ["1", "0"]  # the surviving sleep; nothing after a clean exit
 
 
-def test_coder_asks_for_the_same_max_tokens_after_resume():
-    """Resume rebuilds the config from spec.json, where every field looks explicitly set: the coder
-    must still use its own default, or every resumed call differs from the run it continues."""
-    from reinagent.agents.coder import DEFAULT_MAX_TOKENS, CoderAgent
-    from reinagent.config import RunConfig
-    from reinagent.plan import agent_settings
-
-    fresh = RunConfig(benchmark="humaneval")
-    rebuilt = RunConfig(**fresh.model_dump(mode="json"))
-    assert (CoderAgent(agent_settings(fresh)).impl_params.max_tokens
-            == CoderAgent(agent_settings(rebuilt)).impl_params.max_tokens == DEFAULT_MAX_TOKENS)
-    explicit = RunConfig(**RunConfig(benchmark="humaneval", max_tokens=512).model_dump(mode="json"))
-    assert CoderAgent(agent_settings(explicit)).impl_params.max_tokens == 512
-
-
 def test_alfworld_worker_outlives_the_thread_that_started_it():
     """PR_SET_PDEATHSIG fires when the spawning *thread* exits: the pool starts workers from one
     long-lived thread, so an episode begun on a short-lived thread keeps its game."""

@@ -65,18 +65,17 @@ RESTATED = ("Failed attempt:\nI searched for the Rome Protocols and did not find
     (RESTATED, "I never searched the signers' pages. Next time I will search each Prime Minister."),
     ("**Your failed attempt:** I answered too early; next time I will read both pages.",
      "I answered too early; next time I will read both pages."),
-    ("Failed attempt: searched the wrong page. New plan: search the team, then the arena.",
-     "search the team, then the arena."),
     ("Reflection: I compared jobs, not nationalities.", "I compared jobs, not nationalities."),
-    # an example copied whole, label and all, then the model's own: the last label's text is kept
-    ("Failed attempt: Action: Finish[4,000] Reflection: I searched for the city instead of the team. "
-     "Reflection: I guessed the year. Next time I will search the operation's page.",
-     "I guessed the year. Next time I will search the operation's page."),
-    # cut at the token limit right after a label: the text before it is kept, not nothing
-    ("Failed attempt: I searched for the question instead of the film. Reflection:",
-     "I searched for the question instead of the film. Reflection:"),
+    # the model's own text, then a continuation of the examples with a label of its own: the first
+    # label's text is the model's (the last would be the invented example's)
+    ("Failed attempt: I guessed.\nReflection: I never searched the film.\n\nFailed attempt:\nQuestion: Who?\n"
+     "Reflection: I searched for the city instead of the team.",
+     "I never searched the film."),
+    # cut at the token limit right after a label: the words after the label are the model's; an
+    # echo of the attempt before it is not a reflection, so nothing is kept
+    ("Failed attempt: I searched for the question instead of the film. Reflection:", ""),
     ("Failed attempt: I guessed. Reflection: Next time I will search the film. Reflection: **",
-     "Next time I will search the film. Reflection:"),
+     "Next time I will search the film."),
     # no echoed header: a "Reflection:" inside the text is the model's own words, kept
     ("I wrote 'Reflection: done' as my answer. Next time I will answer the question.",
      "I wrote 'Reflection: done' as my answer. Next time I will answer the question."),

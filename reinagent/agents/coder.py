@@ -47,10 +47,15 @@ class CoderAgent(Agent):
     # --- prompts ---------------------------------------------------------------------------------
 
     def prompt(self, task, memory: MemoryView, *, few_shot: bool = True) -> list[Message]:
-        """The implementation prompt (it has no few-shot block, so `few_shot` changes nothing)."""
+        """The implementation prompt: a retry that is shown the previous program or a reflection
+        gets the reference's retry chat (`retry_messages`); a first attempt, or a retry shown
+        nothing (NONE), the plain request. Neither has a few-shot block to drop (`few_shot`)."""
+        retry = retry_messages(task, memory)
+        if retry is not None:
+            return retry
         parts = [task.text]
         block = memory.block()
-        if block:
+        if block:  # a previous attempt the coder cannot take apart (no trajectory kept with it)
             parts.append(block)
         parts.append(prompts.IMPLEMENT_INSTRUCTION.format(entry_point=task.entry_point))
         return [
@@ -145,3 +150,51 @@ class CoderAgent(Agent):
         parts.append(f"Implementation:\n```python\n{code.rstrip()}\n```")
         parts.append(f"Feedback from your own unit tests:\n{feedback}")
         return "\n\n".join(parts)
+
+
+def retry_messages(task, memory: MemoryView) -> list[Message] | None:
+    """The reference's chat for a retry (programming_runs/generators/generator_utils.py:38-63):
+    system; a worked retry example (user); the previous program (assistant); its unit-test
+    results ending on the reflection label (user); the reflection (assistant); the improved-impl
+    label and the signature (user). LAST_ATTEMPT has no reflection turns; REFLEXION alone, no
+    previous program: the example then leaves out the same parts, and the labels that would start
+    a turn of their own join the user turn before. None: nothing to retry with (the plain prompt).
+
+    The reflection turn holds the memory's window of reflections, oldest first (the reference's
+    window is 1: the latest)."""
+    previous = memory.previous
+    program = None
+    if previous is not None:
+        program = previous.answer or previous.extra.get("implementation") or ""
+    reflections = memory.shown_reflections
+    if program is None and not reflections:
+        return None
+    example = _example(with_program=program is not None, with_reflection=bool(reflections))
+    messages = [Message(role="system", content=prompts.RETRY_SYSTEM)]
+    user = example
+    if program is not None:
+        feedback = previous.extra.get("feedback")
+        if feedback is None:
+            feedback = previous.steps[-1].observation if previous.steps else "The attempt produced no code."
+        messages += [Message(role="user", content=user),
+                     Message(role="assistant", content=f"```python\n{program.rstrip()}\n```")]
+        user = f"{prompts.RESULTS_LABEL}\n{feedback.rstrip()}"
+    if reflections:
+        messages += [Message(role="user", content=f"{user}\n\n{prompts.REFLECTION_LABEL}".lstrip()),
+                     Message(role="assistant", content="\n\n".join(r.strip() for r in reflections))]
+        user = ""
+    improved = f"{prompts.IMPROVED_LABEL}\n{task.text.rstrip()}"
+    messages.append(Message(role="user", content=f"{user}\n\n{improved}" if user else improved))
+    return messages
+
+
+def _example(*, with_program: bool, with_reflection: bool) -> str:
+    """The worked retry example with the parts this retry's turns have."""
+    parts = []
+    if with_program:
+        parts += [f"{prompts.PREVIOUS_LABEL}\n{prompts.EXAMPLE_PREVIOUS}",
+                  f"{prompts.RESULTS_LABEL}\n{prompts.EXAMPLE_RESULTS}"]
+    if with_reflection:
+        parts.append(f"{prompts.REFLECTION_LABEL}\n{prompts.EXAMPLE_REFLECTION}")
+    parts.append(f"{prompts.IMPROVED_LABEL}\n{prompts.EXAMPLE_IMPROVED}\n{prompts.EXAMPLES_END}")
+    return "Example 1:\n" + "\n\n".join(parts)

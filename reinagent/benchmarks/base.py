@@ -57,6 +57,11 @@ class Benchmark(abc.ABC):
         return self.make_env(task, settings)
 
     @abc.abstractmethod
+    def agent_defaults(self, agent: str) -> dict[str, Any]:
+        """Settings whose default differs for `agent` from the framework's (RunConfig names):
+        resolve writes them into a run's config where nothing else set them."""
+        return {}
+
     def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         """The agent called `name` (one of `agents`)."""
 

@@ -247,6 +247,11 @@ class ProgrammingBenchmark(Benchmark):
         assert isinstance(task, ProgrammingTask)
         return ProgrammingEnv(self, task, settings.timeout_s, judged=True)
 
+    def agent_defaults(self, agent: str) -> dict[str, Any]:
+        from reinagent.agents.coder import DEFAULT_MAX_TOKENS
+
+        return {"max_tokens": DEFAULT_MAX_TOKENS}  # a function with helpers does not fit in 256
+
     def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         if name != "coder":
             raise ConfigError(f"unknown agent {name!r} for {self.name}; valid: {choices(self.agents)}")

@@ -77,12 +77,13 @@ class PromptRewriter:
 
     def view(self, rec: TrialRecord) -> MemoryView:
         """The memory the actor was shown in this trial, rebuilt from the record and its predecessor."""
-        last_attempt = None
+        last_attempt = previous = None
         prev = self.records.get((rec.task_id, rec.trial - 1))
         if self.strategy.uses_last_attempt and prev is not None:
             self._load()  # only the agent can render the previous attempt
             last_attempt = self._agent.render_last_attempt(self._tasks[rec.task_id], prev.trajectory)
-        return MemoryView(rec.trial, self.strategy, tuple(rec.memory), last_attempt)
+            previous = prev.trajectory
+        return MemoryView(rec.trial, self.strategy, tuple(rec.memory), last_attempt, previous=previous)
 
     def rewrite(self, rec: TrialRecord, prompt: list[Message], options: ExportOptions) -> list[Message]:
         """The prompt as the options want it; ValueError (the reason) when that cannot be done safely."""

@@ -20,6 +20,7 @@ import importlib.util
 import itertools
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from reinagent.errors import ConfigError, ModelError, env_count
+from reinagent.llm import cpu_precision
 from reinagent.llm.base import LLM, Completion, GenerationParams, call_seed, strip_stop
 from reinagent.llm.constrained import regex_of
 from reinagent.records import Message
@@ -220,10 +222,12 @@ class OVEngine:
         scheduler.dynamic_split_fuse = True
         scheduler.max_num_batched_tokens = 1024
         properties: dict[str, Any] = {}
-        if self.precision == "exact":
-            # f32 arithmetic and an f32 KV cache (the CPU plugin's default cache is u8)
-            properties["INFERENCE_PRECISION_HINT"] = "f32"
+        choice = cpu_precision.choose(self.precision)  # bf16 decodes slower on AMX CPUs: see there
+        if choice.hint is not None:
+            properties["INFERENCE_PRECISION_HINT"] = choice.hint
+        if self.precision == "exact":  # and an f32 KV cache (the CPU plugin's default cache is u8)
             properties["KV_CACHE_PRECISION"] = "f32"
+        _say_once(f"local engine: {choice.reason}")
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
         draft = draft_model()
@@ -235,6 +239,7 @@ class OVEngine:
         self.info = {
             "source": prepared.source, "path": str(prepared.path),
             "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
+            "inference_precision": choice.effective,
         }
         return pipe, tokenizer
 
@@ -292,6 +297,16 @@ class OVEngine:
             if req is None:
                 return
             _resolve(req, exc=err)
+
+
+_SAID: set[str] = set()
+
+
+def _say_once(line: str) -> None:
+    """A line on stderr once per process (every engine of a run loads with the same choice)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def draft_model() -> Path | None:

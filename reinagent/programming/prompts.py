@@ -91,3 +91,49 @@ Feedback from your own unit tests:
 The code does not parse: SyntaxError: expected ':' (line 4)
 
 Reflection: My code never ran because the for statement on line 4 lacks its colon. The logic itself was fine. Next time I will re-read every def, for, if and while line for its trailing colon and check the indentation before answering.'''
+
+# ----- the retry: the reference's chat for a Reflexion retry ----------------------------------
+# The reference (noahshinn/reflexion, programming_runs/generators/generator_utils.py:38-63, the
+# newest version) retries with a chat of six turns: system; a user turn holding a worked retry
+# example; the previous implementation as the *assistant's* turn; a user turn with the unit-test
+# results ending on the reflection label; the reflection as the *assistant's* turn; a user turn
+# with the improved-implementation label and the signature. The coder builds the same turns
+# (agents/coder.py `retry_messages`) from the labels and the worked example below, which are our
+# own writing in the reference's structure. docs/strategies.md shows both side by side.
+
+RETRY_SYSTEM = (
+    "You are an expert Python programmer. You will be given your previous implementation of a "
+    "function, the results of your own unit tests on it, and your reflection on what went wrong. "
+    "Write the complete improved implementation (restate the signature) in one ```python code "
+    "block. Use only the Python standard library. Do not print anything, do not read input, and "
+    "do not include example usage or tests."
+)
+
+PREVIOUS_LABEL = "[previous impl]:"
+RESULTS_LABEL = "[unit test results from previous impl]:"
+REFLECTION_LABEL = "[reflection on previous impl]:"
+IMPROVED_LABEL = "[improved impl]:"
+
+# The worked retry example, in parts: a retry without a reflection (LAST_ATTEMPT) or without the
+# previous implementation (REFLEXION alone) is shown the example without those parts.
+EXAMPLE_PREVIOUS = '''```python
+def count_words(text: str) -> int:
+    """Return the number of words in text; words are separated by any amount of whitespace."""
+    return len(text.split(" "))
+```'''
+EXAMPLE_RESULTS = '''Tests passed:
+assert count_words("one two three") == 3
+Tests failed:
+assert count_words("  padded   words ") == 2  # output: 7
+assert count_words("") == 0  # output: 1'''
+EXAMPLE_REFLECTION = (
+    "I split on a single space, so every extra space produced an empty string that I counted as a "
+    "word, and the empty text gave one empty word. str.split() with no argument splits on runs of "
+    "whitespace and drops the empty pieces, so returning len(text.split()) fixes both failures."
+)
+EXAMPLE_IMPROVED = '''```python
+def count_words(text: str) -> int:
+    """Return the number of words in text; words are separated by any amount of whitespace."""
+    return len(text.split())
+```'''
+EXAMPLES_END = "END OF EXAMPLES"

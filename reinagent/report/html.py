@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 from reinagent.records import Step, TrialRecord
 from reinagent.report.loading import LoadedRun
 from reinagent.report.rollouts import rollout_table
+from reinagent.report.programming import own_tests_line, retry_unchanged_line
 from reinagent.report.significance import first_program_line, first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
     Table, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table, usage_table,
@@ -95,6 +96,7 @@ def _run_view(run: LoadedRun, index: int, max_tasks: int | None) -> dict[str, An
     return {"index": index, "s": s, "trials": trial_table(s), "rollout": rollout_table([s]),
             "usage": usage_table(s), "errors": error_table(s), "num_tasks": len(task_ids),
             "first_vs_last": first_vs_last_line(s), "first_program": first_program_line(s), "retry": retry_line(s), "timing": concurrency_line(s),
+            "retry_unchanged": retry_unchanged_line(s), "own_tests": own_tests_line(s),
             "reference": reference_line(s).replace("`", ""),
             "tasks": [_task_view(task_id, run.records_of(task_id), run.solved_at(task_id)) for task_id in shown]}
 

@@ -8,6 +8,7 @@ from typing import Any
 from reinagent.terminal import plain
 
 from reinagent.report.rollouts import rollout_table
+from reinagent.report.programming import own_tests_line, retry_unchanged_line
 from reinagent.report.significance import first_program_line, first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
     Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table,
@@ -79,6 +80,8 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         *([line, ""] if (line := first_vs_last_line(s)) else []),
         *([line, ""] if (line := first_program_line(s)) else []),
         *([line, ""] if (line := retry_line(s)) else []),
+        *([line, ""] if (line := retry_unchanged_line(s)) else []),
+        *([line, ""] if (line := own_tests_line(s)) else []),
         f"{h}# Rollout",
         "",
         table_markdown(rollout_table([s])),

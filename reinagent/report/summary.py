@@ -191,7 +191,12 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         # the single attempt on the same tasks: which first programs the hidden tests pass
         summary["solved_tasks"]["first_program"] = sorted(t for t, v in first_programs.items() if v["passed"] and t in task_ids)
         summary["first_programs_judged"] = sum(t in first_programs for t in task_ids)
+    from reinagent.report.programming import own_tests, retry_unchanged
     from reinagent.report.significance import first_program_vs_pass_at_1, retry_after_failure
+
+    if cfg.get("agent") == "coder":  # the paper's two figures of a programming run (report/programming.py)
+        summary["retry_unchanged"] = retry_unchanged(records)  # a branch copies trial 1 only: its retries are its own
+        summary["own_tests"] = own_tests(records, first_programs)
 
     summary["first_program_vs_pass_at_1"] = first_program_vs_pass_at_1(summary)
 

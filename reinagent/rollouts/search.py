@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from reinagent.agents.base import BudgetExhausted, Request
 from reinagent.records import Evaluation, SearchNode, Trajectory
-from reinagent.reflector import Reflector, clean_reflection
+from reinagent.reflector import Reflector
 from reinagent.rollouts.base import Episode
 from reinagent.rollouts.steps import PathState, gather_in_order, make_stepper
 from reinagent.rollouts.value import Scale, mean_value, value_params, value_requests
@@ -182,7 +182,7 @@ class Search:
         self.note_refusal(completions)
         for i, c in zip(todo, completions):
             if c is not None:
-                self.nodes[i].reflection = clean_reflection(c.text)
+                self.nodes[i].reflection = self.reflector.clean(c.text)
                 self.reflections.append(self.nodes[i].reflection)
 
     def failure_key(self, i: int) -> tuple:

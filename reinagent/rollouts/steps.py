@@ -53,7 +53,8 @@ def with_reflections(view: MemoryView, reflections: list[str]) -> MemoryView:
         return view
     strategy = (ReflexionStrategy.LAST_ATTEMPT_AND_REFLEXION if view.last_attempt
                 else ReflexionStrategy.REFLEXION)
-    return MemoryView(view.trial, strategy, (*view.shown_reflections, *reflections), view.last_attempt)
+    return MemoryView(view.trial, strategy, (*view.shown_reflections, *reflections), view.last_attempt,
+                      view.internal_tests, view.previous)
 
 
 class Stepper(abc.ABC):

@@ -1,0 +1,67 @@
+"""The local engine's inference precision, chosen for the CPU it runs on.
+
+OpenVINO's CPU plugin computes in bf16 wherever the CPU has bf16 instructions (AMX or
+AVX512-BF16) unless told otherwise, and in f32 everywhere else. On such a CPU its bf16 decoding is
+slower than f32 (measured: perf/precision.py interleaves the two in one run; docs/models.md has the
+table per CPU kind): one decoded token is a batch of one, where AMX's tiles sit mostly empty and
+bf16 adds conversions. Agent runs are decode-bound (a trial decodes hundreds of tokens per
+prompt), so `fast` asks for f32 there too, the rule the measurement supports; a CPU without bf16
+instructions is left to the plugin, which picks f32 itself.
+
+REINAGENT_OV_PRECISION_HINT (f32, bf16 or f16) overrides the rule, for measuring or for a CPU
+where bf16 wins. The choice is said in one stderr line when the engine loads, and recorded in
+the engine's load info.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from reinagent.errors import ConfigError
+
+HINTS = ("f32", "bf16", "f16")
+ENV = "REINAGENT_OV_PRECISION_HINT"
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    hint: str | None  # INFERENCE_PRECISION_HINT to set (None: the plugin's own choice, f32 here)
+    reason: str  # one line: what was chosen and why
+
+    @property
+    def effective(self) -> str:
+        return self.hint or "f32"
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo; empty where there is none, e.g. macOS)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def choose(precision: str, flags: frozenset[str] | None = None, env: str | None = None) -> PrecisionChoice:
+    """The inference precision for `precision` (fast | exact) on a CPU with `flags`."""
+    if precision == "exact":
+        return PrecisionChoice("f32", "exact: f32 arithmetic and an f32 KV cache")
+    wanted = (os.environ.get(ENV, "") if env is None else env).strip().lower()
+    if wanted:
+        if wanted not in HINTS:
+            raise ConfigError(f"{ENV}={wanted!r} is not a precision; valid: {', '.join(HINTS)}")
+        return PrecisionChoice(wanted, f"{wanted} inference ({ENV})")
+    flags = cpu_flags() if flags is None else flags
+    bf16 = [f for f in BF16_FLAGS if f in flags]
+    if bf16:
+        return PrecisionChoice("f32", f"f32 inference: this CPU has {'/'.join(bf16)}, where the plugin's "
+                                      f"bf16 decodes slower (perf/precision.py; {ENV}=bf16 to override)")
+    return PrecisionChoice(None, "f32 inference (no bf16 instructions on this CPU: the plugin's own choice)")
