@@ -56,12 +56,12 @@ class Benchmark(abc.ABC):
         the episode. Most environments reward the verdict already; programming ones override."""
         return self.make_env(task, settings)
 
-    @abc.abstractmethod
     def agent_defaults(self, agent: str) -> dict[str, Any]:
         """Settings whose default differs for `agent` from the framework's (RunConfig names):
         resolve writes them into a run's config where nothing else set them."""
         return {}
 
+    @abc.abstractmethod
     def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         """The agent called `name` (one of `agents`)."""
 
