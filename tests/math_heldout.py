@@ -21,7 +21,9 @@ from pathlib import Path
 HELDOUT = Path(__file__).parent / "data" / "math_judge_heldout_v2.jsonl"
 # issue 54's set: written by a procedure fixed first (docs/math-judge.md), frozen before the judge changed
 HELDOUT_V3 = Path(__file__).parent / "data" / "math_judge_heldout_v3.jsonl"
-SETS = {"v2": HELDOUT, "v3": HELDOUT_V3}
+# ... and a small one written after the change, frozen before any judge ran on it: the honest figure
+HELDOUT_V4 = Path(__file__).parent / "data" / "math_judge_heldout_v4.jsonl"
+SETS = {"v2": HELDOUT, "v3": HELDOUT_V3, "v4": HELDOUT_V4}
 JUDGES = ("reinagent", "math-verify", "flexible-extract", "strict-match")
 
 _STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")

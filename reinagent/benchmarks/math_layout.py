@@ -5,7 +5,8 @@ math-verify picks the last expression of a reply, which is not the answer when t
 after committing to it:
 
 - a check or verification after the answer (`The answer is 105.` then `Check: 105 + 3 = 108,
-  consistent.`): the check is dropped, unless it finds a fault or states an answer of its own
+  consistent.`): the check is dropped when an answer cue comes before it or it starts from a
+  number the reply computed, unless it finds a fault, hesitates or states an answer of its own
   (`Check: ... ✗, so the answer is 104` is a correction, read as before);
 - the answer stated first and explained after (`**Anne is 8 years old.**` then `... Her friend is
   10.`): an opening line set apart (bold, a heading, `Answer: 8`, a bare `8 years`) with one
@@ -36,6 +37,7 @@ _NUMBER = re.compile(r"(?<![\w.])-?[$€£]?\d[\d,]*(?:\.\d+)?")
 # check this:`; its colon, comma or dash, or the number right after it, makes it a heading
 _CHECK = re.compile(
     r"(?:^|(?<=[\n.!;(]))[ \t]*+(?:(?:let me|let's|let us|to|i(?:'ll| will)|we can|we|now|and)[ \t]+)?"
+    r"(?:(?:a|one|quick|quickly|final|last|another)[ \t]+)?"
     r"(?:double[- ]?check(?:ing)?|check(?:ing)?|verif(?:y|ying|ication)|sanity[ \t]+check|confirm(?:ing|ation)?|proof)"
     r"(?:[ \t]+(?:my|the|this|our|that|it)(?:[ \t]+(?:answer|result|work|solution|calculation))?)?"
     r"(?:[ \t]*+[:,—–]|[ \t]+-[ \t]|[ \t]+(?=[-$€£]?\d))", re.I | re.M)
@@ -78,7 +80,8 @@ def _value(text: str) -> Decimal | None:
 def without_check(text: str) -> str:
     """`text` without a check of its committed answer: the first check after which the reply
     states no answer, finds no fault and makes no correction, when an answer cue comes before it
-    or the check starts from the number stated just before it. One scan of each pattern."""
+    or the check starts from the number stated just before it, a number the reply computed
+    (`... = 105.` then `Check: 105 + 3 = 108`). One scan of each pattern."""
     checks = list(_CHECK.finditer(text))
     if not checks:
         return text
@@ -87,14 +90,21 @@ def without_check(text: str) -> str:
     numbers = list(_NUMBER.finditer(text))
     starts = [n.start() for n in numbers]
     cue = CUE.search(text)
+    derived: dict[Decimal | None, int] = {}  # a value -> where the reply first computed it (`= 105`)
+    for number in numbers:
+        if _RESULT_BEFORE.search(text[max(0, number.start() - 8):number.start()]):
+            derived.setdefault(_value(number.group(0)), number.start())
     for check in checks:
         if check.end() <= last:
             continue
         before = bisect_left(starts, check.start()) - 1  # the last number before the check
         if before < 0:
             continue
-        after = numbers[bisect_left(starts, check.end())] if bisect_left(starts, check.end()) < len(numbers) else None
-        same = after is not None and _value(after.group(0)) == _value(numbers[before].group(0))
+        following = bisect_left(starts, check.end())  # the first number of the check
+        after = numbers[following] if following < len(numbers) else None
+        value = _value(numbers[before].group(0))
+        same = (after is not None and _value(after.group(0)) == value
+                and derived.get(value, len(text)) < check.start())  # `She has 16 eggs. Check: 16 - 7 ...` is no check
         if (cue is not None and cue.start() < check.start()) or same:
             return text[:check.start()]
     return text
