@@ -182,6 +182,44 @@ MUTANTS.update({
                                    "for place in (hashed[0] if hashed else None,", MATH_JUDGE),
 })
 
+# --- issue 54: each new reading of a long reply, and each of its guards, one line each; the frozen
+# sets v3 and v4, the issue's reproductions and the bounds (tests/test_math_layout.py) must kill it
+MATH_LAYOUT = ("tests/test_math_layout.py", "-k", "judged or reproductions or bounds")
+MUTANTS.update({
+    "math-check-kept": Mutant("reinagent/benchmarks/math_judge.py", "text = without_conversions(without_check(text))",
+                              "text = without_conversions(text)", MATH_LAYOUT),
+    "math-check-ignores-a-fault": Mutant("reinagent/benchmarks/math_layout.py", "for p in (CUE, _FAULT, CORRECTION)",
+                                         "for p in (CUE,)", MATH_LAYOUT),
+    "math-check-of-any-number": Mutant("reinagent/benchmarks/math_layout.py",
+                                       "if (cue is not None and cue.start() < check.start()) or same:",
+                                       "if True:", MATH_LAYOUT),
+    "math-answer-first-ignored": Mutant("reinagent/benchmarks/math_judge.py", "correction(text), first, text):",
+                                        "correction(text), text):", MATH_LAYOUT),
+    "math-answer-first-a-given": Mutant("reinagent/benchmarks/math_layout.py",
+                                       "            return None  # an operand: the opening states a given",
+                                       "            continue", MATH_LAYOUT),
+    "math-answer-first-plain": Mutant("reinagent/benchmarks/math_layout.py", "return first if found[2] or derived else None",
+                                      "return first", MATH_LAYOUT),
+    "math-european-decimal-off": Mutant("reinagent/benchmarks/math_text.py",
+                                        '    text = _EURO_DECIMAL.sub(lambda m: m.group(1).replace(".", "") + "." + m.group(2), text)\n',
+                                        "", MATH_LAYOUT),
+    "math-european-lone-group": Mutant("reinagent/benchmarks/math_text.py", r"(?:\.\d{3}){2,}+", r"(?:\.\d{3}){1,}+",
+                                       MATH_LAYOUT),
+    "math-check-of-a-given": Mutant("reinagent/benchmarks/math_layout.py",
+                                    "and derived.get(value, len(text)) < check.start())", ")", MATH_LAYOUT),
+    "math-cut-read": Mutant("reinagent/benchmarks/math_judge.py", "if committed is not None and not hashed:", "if False:",
+                            MATH_LAYOUT),
+    "math-cut-after-a-sentence": Mutant("reinagent/benchmarks/math_layout.py",
+                                        r'or not re.search(r"\d|[-+*/×÷^=]", unfinished) else ""', 'else ""',
+                                        MATH_LAYOUT),
+    "math-conversion-kept": Mutant("reinagent/benchmarks/math_judge.py", "text = without_conversions(without_check(text))",
+                                   "text = without_check(text)", MATH_LAYOUT),
+    "math-conversion-without-units": Mutant("reinagent/benchmarks/math_layout.py",
+                                            'if not first or first == found["other"].lower():',
+                                            'if first == found["other"].lower():', MATH_LAYOUT),
+    "math-minus-currency-kept": Mutant("reinagent/benchmarks/math_text.py", '_MINUS_CURRENCY.sub("-", ', "(", MATH_LAYOUT),
+})
+
 
 def failures(name: str | None, tests: tuple[str, ...]) -> list[str]:
     """The tests that fail on a scratch copy with mutant `name` applied (None: unmutated)."""

@@ -19,6 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HELDOUT = Path(__file__).parent / "data" / "math_judge_heldout_v2.jsonl"
+# issue 54's set: written by a procedure fixed first (docs/math-judge.md), frozen before the judge changed
+HELDOUT_V3 = Path(__file__).parent / "data" / "math_judge_heldout_v3.jsonl"
+# ... and a small one written after the change, frozen before any judge ran on it: the honest figure
+HELDOUT_V4 = Path(__file__).parent / "data" / "math_judge_heldout_v4.jsonl"
+SETS = {"v2": HELDOUT, "v3": HELDOUT_V3, "v4": HELDOUT_V4}
 JUDGES = ("reinagent", "math-verify", "flexible-extract", "strict-match")
 
 _STRICT = re.compile(r"#### (\-?[0-9\.\,]+)")
@@ -92,8 +97,12 @@ def table(rows: list[Reply]) -> dict[str, Counter]:
     return out
 
 
-def main() -> None:
-    rows = load()
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.math_heldout")
+    parser.add_argument("--set", choices=sorted(SETS), default="v2", help="which held-out set to score")
+    rows = load(SETS[parser.parse_args(argv).set])
     by_style = table(rows)
     total = sum(by_style.values(), Counter())
     labels = Counter(r.label for r in rows)

@@ -62,7 +62,8 @@ EXTRACTION = [
     ("16-3-4=9", "9"),  # dashes after digits are minus signs of subtraction, not negatives
     ("It loses $-12 overall", "-12"),
     ("Action: Finish[3/4]", "3/4"),
-    ("She makes 52 / 4 = ", "52 / 4"),  # math-verify reads the division (13)
+    ("She makes 52 / 4 = ", None),  # an unfinished expression (issue 54: was read as the division, 13)
+    ("She makes 52 / 4 = 13.", "13"),
     ("I cannot solve this.", None),
     ("", None),
 ]

@@ -4,13 +4,16 @@ What is read, in order:
 1. the reply is cleaned (reinagent/benchmarks/math_text.py, math_words.py): markdown bold,
    backticks, quotes, `\\$`, the Unicode minus, a sign followed by a space (`- 3`, `minus 3`), a
    leading plus, number words (`twelve`), magnitudes (`18 thousand`, `18k`), no-break-space
-   thousands, `(-3)`, mixed numbers, scientific notation and `1500!` become plain numbers; a denied
-   number (`not 12, but 13`) is removed; `plus` and `minus` between numbers become operators;
+   thousands, European thousands (`1.234,5`), `-$17`, `(-3)`, mixed numbers, scientific notation
+   and `1500!` become plain numbers; a denied number (`not 12, but 13`) is removed; `plus` and
+   `minus` between numbers become operators;
 2. the answer's place: the text inside the last `Finish[...]` (ours: math-verify does not know it),
    else inside the last `<answer>...</answer>`, else GSM8K's last `#### N` line, else nothing when
    the reply retracts its answer and states no number after (`The answer is 12. Wait, no.`), else
    the last self-correction that states a number (`The answer is 17. Wait, actually 18` is 18),
-   else the whole reply;
+   else the whole reply, read where it commits to its answer (math_layout.py, issue 54): a check
+   after the answer, the same quantity in other units and a calculation cut off at the end are no
+   answer, and an answer stated first and then explained is that answer;
 3. a restatement of the question (its words, its operation left unevaluated: `0 + 3`, `What is
    0 + 3?`, or its operands listed: `The sum of 0 and 3.`) is removed when the question is known;
    math-verify then picks the answer (`\\boxed{}`, "the answer is", the last expression) and
@@ -42,6 +45,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from reinagent.benchmarks.math_layout import cut_off, stated_first, without_check, without_conversions
 from reinagent.benchmarks.math_text import clean, correction, retracted, without_restatements
 
 # Every pattern here scans a reply once (issue 44: a 100 KB reply is judged in time linear in its
@@ -187,7 +191,16 @@ def read_answer(reply: str | None, question: str | None = None) -> tuple[str | N
     hashed = _HASHES.findall(text)
     if not hashed and retracted(text):
         return None, ()
-    for place in (hashed[-1] if hashed else None, correction(text), text):
+    # where a long reply commits to its answer (math_layout): a check after it is no answer, a
+    # reply cut mid-calculation answers only with what it committed to before the cut
+    text = without_conversions(without_check(text))
+    committed = cut_off(text)
+    if committed is not None and not hashed:
+        if not committed:
+            return None, ()
+        text = committed
+    first = stated_first(reply[-MAX_CHARS:])
+    for place in (hashed[-1] if hashed else None, correction(text), first, text):
         if place is None:
             continue
         parsed, refused = _read(place, question)

@@ -39,6 +39,14 @@ _QUOTED = re.compile(rf"[\"'“”‘’«»]\s*({_NUMBER})\s*[\"'“”‘’«
 _PARENTHESISED = re.compile(rf"(?<![\w)\]}}^])\(\s*({_NUMBER})\s*\)")
 # an aside after a number, `18 (9 eggs × $2)`: math-verify reads `18 (9` as 18 * 9
 _ASIDE = re.compile(r"(?<=\d)[ \t]*+\((?=[^()\n]*?[A-Za-z])[^()\n]*+\)")  # a letter inside; one scan
+# European thousands, where unambiguous (issue 54): dots between groups of three with a decimal
+# comma (`1.234,5`, `168.000,00`: math-verify reads 1.234 and 168.000) or two dot groups and more
+# (`1.234.567`); a lone `1.250` may be 1.25 and stays as written. A decimal comma alone (`12,5`)
+# math-verify reads as 12.5 already.
+_EURO_DECIMAL = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})++),(\d++)(?![.,]\d)")
+_EURO_GROUPS = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}+(?![\d,]|\.\d)")
+# a minus before a currency sign, `-$17`: math-verify takes `$` for math mode and reads no number
+_MINUS_CURRENCY = re.compile(r"(?:^|(?<=[\s=(:\[]))-[$€£](?=\d)", re.M)
 _MIXED = re.compile(r"(?<![\d.,/])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d/]|\.\d)")
 _BANG = re.compile(r"(?<=\d)\s*!(?!=)")
 # `^3`, `**3`, `^{3}`, `^(3)`; not the first step of a tower (`10^3^2`)
@@ -48,7 +56,7 @@ _SCIENTIFIC = re.compile(r"(?<![\w.^])(\d+(?:\.\d+)?)\s*(?:\\times|\\cdot|×|·|
 _TEN_POWER = re.compile(r"(?<![\w.^*×])10" + _POWER)
 _E_NOTATION = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([-+]?\d{1,3})(?!\w|\.\d)")
 
-_CORRECTION = re.compile(
+CORRECTION = re.compile(
     r"\b(?:wait|actually|correction|oops|sorry|on second thought|i mean|i meant|scratch that|"
     r"let me (?:re-?check|re-?calculate|recompute|redo|correct)|i made an? (?:mistake|error))\b|\bno\s*[,.!:;]",
     re.I)
@@ -60,8 +68,9 @@ _FILLER = re.compile(
 _RETRACTION = re.compile(
     r"\bno\b[ \t]*+[.!]|\b(?:that|this|it)(?:['’]s|[ \t]+is|[ \t]+was)[ \t]+(?:wrong|incorrect|not[ \t]+(?:right|correct))\b"
     r"|\bi made an? (?:mistake|error)\b|\bscratch that\b", re.I)
-_STATED = re.compile(r"^(?:-?\$?\d|\\boxed|\\frac|\\dfrac)")
-_CUE = re.compile(r"\banswer\b|\\boxed|####|\bfinish\s*\[", re.I)
+_STATED = re.compile(r"^(?:-?[$€£]?\d|\\boxed|\\frac|\\dfrac)")
+# an answer cue: what a reply says where it commits to its answer (also math_layout's test of a commitment)
+CUE = re.compile(r"\banswer\b|\\boxed|####|\bfinish\s*\[", re.I)
 
 # the operation of an arithmetic question, and how a reply may spell each operator
 _QUESTION_EXPR = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:\s*[-+*×÷^/]\s*-?\d+(?:\.\d+)?)+")
@@ -100,6 +109,8 @@ def clean(text: str) -> str:
     # `\$91` is a dollar sign escaped for LaTeX: math-verify reads `\$91` as no number (and `$`
     # would open math mode), so the escaped sign goes
     text = _SPACED_THOUSANDS.sub(",", text.replace("\\$", ""))
+    text = _EURO_DECIMAL.sub(lambda m: m.group(1).replace(".", "") + "." + m.group(2), text)
+    text = _MINUS_CURRENCY.sub("-", _EURO_GROUPS.sub(lambda m: m.group(0).replace(".", ""), text))
     text = _BLANKS.sub(" ", _BLANK_LINES.sub("\n\n", text))
     text = spelled(_MINUS.sub("-", text)).replace("`", "")
     text = _DENIED.sub(" ", text)
@@ -118,11 +129,11 @@ def clean(text: str) -> str:
 def correction(text: str) -> str | None:
     """The text of the last self-correction that states a number (`Wait, actually 18` -> `18`), up
     to the next correction; None when the reply never corrects itself."""
-    marks = list(_CORRECTION.finditer(text))
+    marks = list(CORRECTION.finditer(text))
     for i in range(len(marks) - 1, -1, -1):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
         tail = text[marks[i].end():end]
-        if _CUE.search(tail) or _STATED.match(_FILLER.sub("", tail, count=1)):
+        if CUE.search(tail) or _STATED.match(_FILLER.sub("", tail, count=1)):
             return tail
     return None
 
