@@ -130,7 +130,7 @@ def _resolve_benchmark(config: RunConfig) -> tuple[Benchmark, RunConfig]:
     if split not in bench.splits:
         raise ConfigError(f"unknown split {split!r} for {bench.name}; valid: {choices(bench.splits)}")
     config = apply_preset(config.model_copy(update={"benchmark": bench.name, "agent": agent, "split": split}))
-    config = apply_part_defaults(config, bench.agent_defaults(agent))
+    config = apply_part_defaults(config, bench.agent_defaults.get(agent, {}))
     config = config.model_copy(update={"evaluator": _evaluator(bench, config.evaluator)})
     if config.rollout == "multi-turn":  # only agents that can continue an episode retry inside it
         from reinagent.rollouts.multi_turn import check_agent

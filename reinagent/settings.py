@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CODER_MAX_TOKENS = 768  # the coder's max_tokens: a function with helpers does not fit the framework's 256
+
 
 @dataclass(frozen=True)
 class BenchmarkSettings:

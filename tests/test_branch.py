@@ -50,7 +50,7 @@ def test_a_none_branch_of_a_reflexion_run_shares_trial_1_and_drops_its_reflectio
                                               "reflections": "not copied"}
     # trial 1 is the source's, byte for byte apart from the reflection NONE never shows
     for tid, record in _first(records).items():
-        expected = _first(src)[tid].model_copy(update={"reflection": None, "reflection_calls": [],
+        expected = _first(src)[tid].model_copy(update={"reflection": None, "reflection_raw": None, "reflection_calls": [],
                                                        "copied_from": str(source),
                                                        "copied_calls": len(_first(src)[tid].trajectory.calls)})
         assert record == expected

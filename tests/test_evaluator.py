@@ -10,6 +10,7 @@ hidden tests judge every trial and decide whether another runs: an oracle's pass
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -19,7 +20,9 @@ from tests.conftest import one_line_error, run_cli
 from tests.test_env_service import server_factory  # noqa: F401 - a fixture: `reinagent serve-env` processes
 
 ENTRY = "has_close_elements"
-IMPLEMENT = f"Write the complete implementation of `{ENTRY}`"
+# the first attempt's request, or a retry's (the reference's retry chat ends on "[improved impl]:"
+# and the task): a regex, as the scripted model's rules are
+IMPLEMENT = rf"(?:Write the complete implementation of `{ENTRY}`|\[improved impl\]:\n```python\n[^`]*def {ENTRY})"
 TESTS_PROMPT = f"(?s)You write unit tests.*{ENTRY}"
 REFLECT = "Write your reflection now"
 # Passes its own (too easy) test, fails the hidden ones: the has-close pairs are missed.
@@ -228,7 +231,7 @@ def test_tests_are_written_once_even_across_an_errored_trial(tmp_path, script, r
             text = "\n".join(m.content for m in messages)
             if "You write unit tests" in text:
                 asked["tests"] += 1
-            elif IMPLEMENT in text and REFLECT not in text:
+            elif re.search(IMPLEMENT, text) and REFLECT not in text:
                 asked["impl"] += 1
                 if asked["impl"] <= 2:  # trial 1's call, and trial 2's
                     raise ModelError("server went away")
@@ -383,8 +386,8 @@ def test_the_reference_programming_loop_is_what_strategies_md_says(tmp_path, scr
     kept = records[0].trajectory.extra["internal_tests"]
     assert len(kept) == 1 and kept[0] in tests.splitlines()
     assert all(r.trajectory.extra["internal_tests"] == kept for r in records)
-    third = records[2].trajectory.messages[1].content
-    assert "# v2" in third and "Feedback from your own unit tests" in third and "# v1" not in third
+    third = "\n".join(m.content for m in records[2].trajectory.messages[:-1])  # the retry chat, not the reply
+    assert "# v2" in third and "[unit test results from previous impl]:" in third and "# v1" not in third
     assert "R-TWO" in third and "R-ONE" not in third and records[2].memory == [records[1].reflection]
     assert [r.evaluation["benchmark_evaluations"] for r in records] == [0, 0, 1]
     assert records[2].internal_passed and records[2].success and report["pass_at_1"] == 1.0

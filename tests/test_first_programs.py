@@ -26,9 +26,10 @@ RULES = [
     {"when": "(?s)You write unit tests.*truncate_number", "reply": "assert truncate_number(3.5) == 0.6"},  # wrong
     {"when": "(?s)You write unit tests.*has_close_elements",
      "reply": "assert has_close_elements([1.0, 2.8, 3.0], 0.3) == True\nassert has_close_elements([1.0, 2.0], 0.5) == False"},
-    {"when": "(?s)FIX-MARKER.*Write the complete implementation of `truncate_number`", "reply": WRONG_2},
+    # a retry (the reference's retry chat: the reflection, then "[improved impl]:" and the task)
+    {"when": r"(?s)FIX-MARKER.*\[improved impl\]:.*truncate_number", "reply": WRONG_2},
     {"when": "Write the complete implementation of `truncate_number`", "reply": RIGHT_2},
-    {"when": "(?s)FIX-MARKER.*Write the complete implementation of `has_close_elements`", "reply": RIGHT_0},
+    {"when": r"(?s)FIX-MARKER.*\[improved impl\]:.*has_close_elements", "reply": RIGHT_0},
     {"when": "Write the complete implementation of `has_close_elements`", "reply": WRONG_0},
 ]
 

@@ -25,10 +25,10 @@ from reinagent.memory import MemoryView
 from reinagent.programming import prompts
 from reinagent.programming.extract import doctest_asserts, extract_code, extract_tests
 from reinagent.records import Message, Step, Trajectory
-from reinagent.settings import AgentSettings
+from reinagent.settings import CODER_MAX_TOKENS, AgentSettings
 from reinagent.task import Task
 
-DEFAULT_MAX_TOKENS = 768  # a function with helpers does not fit the framework-wide default of 256
+DEFAULT_MAX_TOKENS = CODER_MAX_TOKENS  # a function with helpers does not fit the framework-wide default of 256
 
 
 class CoderAgent(Agent):

@@ -11,6 +11,7 @@
     check.py            `reinagent check-solutions`: outside solutions against a benchmark's hidden tests
     math_judge.py       GSM8K's and arithmetic's judge: math-verify, with our Finish[...]; a
                         restatement of the question is never an answer
+    math_layout.py      a reply's layout around its answer: check lines, answer first, cuts, 1.234,5
     math_text.py        how a reply's numbers are cleaned for it (bold, quotes, −3, 2 1/2, 10^3, ...)
     math_words.py       numbers and signs written out (seven, 18k, `- 3`, minus 3, 0 plus 5) as digits
     answers.py          `reinagent check-answers`: re-score outside answers with these judges

@@ -23,6 +23,9 @@ class Benchmark(abc.ABC):
     version: ClassVar[str] = "v1"  # the registry id is f"{name}-{version}"
     description: ClassVar[str] = ""
     agents: ClassVar[tuple[str, ...]]
+    #: settings whose default differs for an agent from the framework's (RunConfig names), by
+    #: agent: plan.resolve writes them into a run's config where nothing else set them
+    agent_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     default_agent: ClassVar[str]
     splits: ClassVar[tuple[str, ...]]
     default_split: ClassVar[str]
@@ -55,11 +58,6 @@ class Benchmark(abc.ABC):
         `evaluate` gives it: what `serve-env` and Gymnasium hand out, where no evaluator runs after
         the episode. Most environments reward the verdict already; programming ones override."""
         return self.make_env(task, settings)
-
-    def agent_defaults(self, agent: str) -> dict[str, Any]:
-        """Settings whose default differs for `agent` from the framework's (RunConfig names):
-        resolve writes them into a run's config where nothing else set them."""
-        return {}
 
     @abc.abstractmethod
     def make_agent(self, name: str, settings: AgentSettings) -> Agent:

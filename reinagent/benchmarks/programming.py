@@ -20,6 +20,7 @@ from reinagent.programming import prompts
 from reinagent.programming.extract import syntax_error
 from reinagent.records import Evaluation, Trajectory
 from reinagent.sandbox import ExecJob, ExecResult, HiddenJob, Sandbox
+from reinagent.settings import CODER_MAX_TOKENS
 
 if TYPE_CHECKING:
     from reinagent.agents.base import Agent
@@ -171,6 +172,7 @@ class ProgrammingBenchmark(Benchmark):
     """Shared by HumanEval and MBPP; subclasses load their tasks and say how tests are run."""
 
     agents: ClassVar[tuple[str, ...]] = ("coder",)
+    agent_defaults: ClassVar[dict[str, dict[str, Any]]] = {"coder": {"max_tokens": CODER_MAX_TOKENS}}
     default_agent: ClassVar[str] = "coder"
     reflection_examples: ClassVar[str] = prompts.REFLECTION_EXAMPLES
     id_prefix: ClassVar[str]
@@ -246,11 +248,6 @@ class ProgrammingBenchmark(Benchmark):
     def make_judged_env(self, task: Task, settings: BenchmarkSettings) -> Env:
         assert isinstance(task, ProgrammingTask)
         return ProgrammingEnv(self, task, settings.timeout_s, judged=True)
-
-    def agent_defaults(self, agent: str) -> dict[str, Any]:
-        from reinagent.agents.coder import DEFAULT_MAX_TOKENS
-
-        return {"max_tokens": DEFAULT_MAX_TOKENS}  # a function with helpers does not fit in 256
 
     def make_agent(self, name: str, settings: AgentSettings) -> Agent:
         if name != "coder":

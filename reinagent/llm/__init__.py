@@ -22,6 +22,7 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
+    cpu_precision.py    the local engine's inference precision for this CPU (f32 where bf16 decodes slower)
     packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
     checkpoint_key.py   what a checkpoint holds (sha256 of its files) as the key of its cached copies

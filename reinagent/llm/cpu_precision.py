@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,21 @@ class PrecisionChoice:
     @property
     def effective(self) -> str:
         return self.hint or "f32"
+
+    def properties(self, precision: str) -> dict[str, str]:
+        """The CPU plugin's properties for this choice; `exact` adds an f32 KV cache (the
+        plugin's default cache is u8)."""
+        props = {} if self.hint is None else {"INFERENCE_PRECISION_HINT": self.hint}
+        return props | ({"KV_CACHE_PRECISION": "f32"} if precision == "exact" else {})
+
+    def say(self) -> None:
+        """The choice on stderr, once per process (every engine of a run loads with the same)."""
+        if self.reason not in _SAID:
+            _SAID.add(self.reason)
+            print(f"local engine: {self.reason}", file=sys.stderr, flush=True)
+
+
+_SAID: set[str] = set()
 
 
 @functools.lru_cache(maxsize=1)

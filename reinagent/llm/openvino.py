@@ -20,7 +20,6 @@ import importlib.util
 import itertools
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -221,13 +220,9 @@ class OVEngine:
         scheduler.enable_prefix_caching = not self.deterministic  # actor turns share the few-shot prompt
         scheduler.dynamic_split_fuse = True
         scheduler.max_num_batched_tokens = 1024
-        properties: dict[str, Any] = {}
         choice = cpu_precision.choose(self.precision)  # bf16 decodes slower on AMX CPUs: see there
-        if choice.hint is not None:
-            properties["INFERENCE_PRECISION_HINT"] = choice.hint
-        if self.precision == "exact":  # and an f32 KV cache (the CPU plugin's default cache is u8)
-            properties["KV_CACHE_PRECISION"] = "f32"
-        _say_once(f"local engine: {choice.reason}")
+        properties: dict[str, Any] = choice.properties(self.precision)
+        choice.say()
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
         draft = draft_model()
@@ -297,16 +292,6 @@ class OVEngine:
             if req is None:
                 return
             _resolve(req, exc=err)
-
-
-_SAID: set[str] = set()
-
-
-def _say_once(line: str) -> None:
-    """A line on stderr once per process (every engine of a run loads with the same choice)."""
-    if line not in _SAID:
-        _SAID.add(line)
-        print(line, file=sys.stderr, flush=True)
 
 
 def draft_model() -> Path | None:

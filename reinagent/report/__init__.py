@@ -9,6 +9,7 @@ Names are imported on first use, so `import reinagent.report` stays free of pand
 
     loading.py summary.py   finding and reading runs once; the per-run summary (JSON keys are a contract)
     first_programs.py       a programming run's first programs judged after its loop (first_programs.json)
+    programming.py          a programming run's unchanged retries and its own tests' false positives
     labels.py stats.py      run names (the package's bottom floor); confidence intervals
     significance.py         exact McNemar and two-proportion tests: trial 1 vs last, a strategy vs NONE
     tables.py markdown.py html.py   rows of text; the markdown and HTML renderers (templates/)
