@@ -187,6 +187,9 @@ def test_generates_text_and_reports_usage(ov):
     assert completion.prompt_tokens > 5 and 0 < completion.completion_tokens <= 24
     assert completion.model == "local" and completion.finish_reason in ("stop", "length")
     assert ov.load_info["source"] == "gguf"
+    from reinagent.llm.cpu_precision import choose
+
+    assert ov.load_info["inference_precision"] == choose("fast").effective  # what the rule chose, recorded
 
 
 @pytest.mark.slow
