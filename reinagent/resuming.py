@@ -21,7 +21,8 @@ final settings would have ended.
   resume names it again; the history entry says so.
 - Where keys go: a spec.json this user did not seal on this machine (reinagent/seal.py) cannot
   send a key anywhere: the resume asks for --base-url / --api-key-env / --env-url again
-  (`confirm_destinations`), and seals the spec once they are given.
+  (`confirm_destinations`), and seals the spec once they are given. Nor can it choose whose
+  cached answers the run replays: a recorded --cache-dir or --cache-scope shared is asked for too.
 
 Superseding is a marker line appended (and fsynced) to records.jsonl before any redo starts
 (store.Supersede): reports, notebooks and the next resume never count those records again, even
@@ -42,13 +43,14 @@ from reinagent.errors import ConfigError, ModelError
 from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact, redact_argv, redact_url
 from reinagent.runlock import append_text
+from reinagent.text import shown
 
 Key = tuple[str, int]
 
 
 # Settings a resume may change: where the model and environments are and how hard to push them.
 OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_model_concurrency",
-               "api_key_env", "env_url", "schedule", "executor", "ray_address")
+               "api_key_env", "env_url", "schedule", "executor", "ray_address", "cache_dir", "cache_scope")
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
@@ -182,13 +184,14 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
     cluster (--ray-address). A run directory is data anyone can write; it must not choose which
     of your secrets go where, nor whose cluster runs your episodes (issue 45)."""
     from reinagent.llm.wire import SERVER_KEY_ENV, is_provider_endpoint
-    from reinagent.seal import DESTINATIONS, is_sealed
+    from reinagent.seal import CACHE_SETTINGS, DESTINATIONS, is_sealed, trusted_cache
     from reinagent.service.client import TOKEN_ENV
 
     if is_sealed(spec.config, spec.settings):
         return True
-    given = {name for name in DESTINATIONS if overrides.get(name)}
+    given = {name for name in (*DESTINATIONS, *CACHE_SETTINGS) if overrides.get(name)}
     recorded = {name: spec.config.get(name) for name in DESTINATIONS if spec.config.get(name)}
+    cache = trusted_cache(spec.config)  # whose answers are replayed as this run's model's
     key_env = recorded.get("api_key_env")
     if "api_key_env" not in given and "base_url" in settings:
         key_env = None  # a new --base-url drops the recorded variable (_drop_key_on_new_server)
@@ -206,12 +209,19 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
     ray = recorded.get("ray_address") if "ray_address" not in given else None
     if ray and (overrides.get("executor") or spec.config.get("executor")) == "ray":
         ask.append(("--ray-address HOST:PORT", f"ray_address {ray}"))
+    # a cache is asked for whether or not a key travels: its entries become the run's model answers
+    if "cache_dir" in cache and "cache_dir" not in given:
+        ask.append(("--cache-dir DIR", f"cache_dir {shown(cache['cache_dir'], 80)}"))
+    if "cache_scope" in cache and "cache_scope" not in given:
+        ask.append(("--cache-scope shared|run", f"cache_scope {shown(cache['cache_scope'], 40)}"))
     if ask:
         raise ConfigError(
-            f"spec.json names where to send your keys ({', '.join(why for _, why in ask)}) and this user did "
-            f"not seal it on this machine (a run from elsewhere, or an edited spec): a run directory does not "
-            f"choose where keys go; give them again: {' '.join(flag for flag, _ in ask)}")
-    return all(name in given or (name == "api_key_env" and key_env is None) for name in recorded)
+            f"spec.json names where to send your keys or whose cached answers to replay "
+            f"({', '.join(why for _, why in ask)}) and this user did not seal it on this machine (a run from "
+            f"elsewhere, or an edited spec): a run directory does not choose these; give them again: "
+            f"{' '.join(flag for flag, _ in ask)}")
+    return (all(name in given or (name == "api_key_env" and key_env is None) for name in recorded)
+            and all(name in given for name in cache))
 
 
 def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ newline and tab; what remains is printable text, shown as it was meant.
 from __future__ import annotations
 
 import re
+import shlex
 
 # ESC-introduced sequences: OSC/DCS/SOS/PM/APC strings up to BEL or ST, CSI with its parameters,
 # and two-character escapes; then their 8-bit (C1) forms
@@ -29,3 +30,10 @@ def plain(text: str) -> str:
     if text.isprintable():  # the common case costs one scan
         return text
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def shell_word(value: object) -> str:
+    """`value` (a run directory, a run id) as one word a POSIX shell reads back unchanged, for the
+    commands we print to copy: a run directory's name is data anyone chose, and `x;touch y` or
+    `$(...)` in it must not run when a hint is pasted (issue 54)."""
+    return shlex.quote(str(value))

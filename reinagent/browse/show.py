@@ -14,7 +14,7 @@ from reinagent.errors import ReinagentError, choices
 from reinagent.records import TrialRecord, final_record, solved_at as solved_trial
 from reinagent.report.loading import LoadedRun
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, step_lines, task_prompt, task_question
-from reinagent.terminal import plain
+from reinagent.terminal import plain, shell_word
 
 MAX_CANDIDATES = 8
 MAX_PROMPT_CHARS = 4000  # a HotpotQA context is long; the question line is what a reader scans for
@@ -71,14 +71,14 @@ def resolve_task(run: LoadedRun, key: str) -> str:
         return hits[0].task_id
     if not hits:
         raise ReinagentError(f"no task of {run.run_dir} has id, number or question matching {key!r} "
-                             f"(see `reinagent show {run.run_dir}` for the list)")
+                             f"(see `reinagent show {shell_word(run.run_dir)}` for the list)")
     named = [f"{h.number} ({h.question[:50] or h.task_id})" for h in hits[:MAX_CANDIDATES]]
     more = f" and {len(hits) - MAX_CANDIDATES} more" if len(hits) > MAX_CANDIDATES else ""
     raise ReinagentError(f"{key!r} matches {len(hits)} tasks: {', '.join(named)}{more}; give a number or a longer piece")
 
 
 def render_task_list(run: LoadedRun) -> str:
-    lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {run.run_dir} N`)"]
+    lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {shell_word(run.run_dir)} N`)"]
     for row in task_rows(run):
         lines.append(f"{row.number:>4}  {row.verdict:<28} {plain(row.question or row.task_id)}")
     return "\n".join(lines)
