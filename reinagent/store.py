@@ -57,6 +57,9 @@ def read_spec(run_dir: Path) -> RunSpec:
     if not run_dir.exists():
         raise RunDirError(f"run directory {run_dir} does not exist")
     if not is_run_dir(run_dir):
+        if (run_dir / SPEC).is_symlink():  # a dangling link: say what is there, not that nothing is
+            raise RunDirError(f"{run_dir / SPEC} is a symbolic link to nothing; a run directory's files "
+                              "are regular files (a planted or broken run directory?)")
         raise RunDirError(f"{run_dir} is not a reinagent run directory (no {SPEC})")
     try:
         spec = RunSpec.model_validate_json(read_bounded(run_dir / SPEC, MAX_SPEC_BYTES))
