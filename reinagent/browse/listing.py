@@ -265,7 +265,7 @@ def runs_table(infos: list[RunInfo]) -> str:
     # said nothing of an interrupted run's 11 of 15 records)
     # every cell through `plain`: a planted model name's OSC 0 retitled the terminal (issue 54)
     rows = [[plain(cell) for cell in (
-             i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(plain(i.model)), i.status,
+             i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
              f"{i.trials_started}/{i.num_trials}", f"{i.records}/{i.records_expected}",
              f"{i.solved}/{i.num_tasks}" + (f" ({i.judged})" if i.judged else ""),
              str(i.errors), i.started)]
