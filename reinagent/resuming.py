@@ -43,7 +43,7 @@ from reinagent.errors import ConfigError, ModelError
 from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact, redact_argv, redact_url
 from reinagent.runlock import append_text
-from reinagent.text import shown
+from reinagent.text import clipped, shown
 
 Key = tuple[str, int]
 
@@ -87,7 +87,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
             # spec.json never holds a URL's userinfo or query values (redact.py): a resume cannot
             # reconnect with `?key=***`, so it asks for the URL instead of failing at the server
             if not (overrides or {}).get(name):
-                raise ConfigError(f"the run's {name} was recorded without its credentials ({recorded}); "
+                raise ConfigError(f"the run's {name} was recorded without its credentials ({clipped(recorded, 200)}); "
                                   f"give it again: {flag} URL")
             same_server[name] = overrides[name]  # the recorded URL, given whole: used, not a change
 
@@ -162,11 +162,11 @@ def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
             continue
         if name in FIXED or name in RunConfig.model_fields:
             raise ConfigError(
-                f"resume cannot change {flag_name(name)} (the run's is {spec.config.get(name)!r}, asked "
-                f"{value!r}): it would change what the run measures; start a new run with `reinagent run` "
+                f"resume cannot change {flag_name(name)} (the run's is {shown(spec.config.get(name))}, asked "
+                f"{shown(value)}): it would change what the run measures; start a new run with `reinagent run` "
                 f"instead. A resume may change {', '.join(flag_name(n) for n in OVERRIDABLE)}"
             )
-        raise ConfigError(f"unknown setting {name!r} for resume; valid: {', '.join(OVERRIDABLE)}")
+        raise ConfigError(f"unknown setting {shown(name)} for resume; valid: {', '.join(OVERRIDABLE)}")
     # Validate as a config would (a bad URL or -2 is the same one-line error as for `run`).
     from reinagent.config import build_config
 
@@ -197,23 +197,23 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
         key_env = None  # a new --base-url drops the recorded variable (_drop_key_on_new_server)
     ask = []
     if key_env and "api_key_env" not in given:
-        ask.append(("--api-key-env VAR", f"api_key_env {key_env}"))
+        ask.append(("--api-key-env VAR", f"api_key_env {clipped(str(key_env), 100)}"))
     base = recorded.get("base_url") if "base_url" not in given else None
     if base and (key_env or overrides.get("api_key_env")
                  or (not is_provider_endpoint(base) and os.environ.get(SERVER_KEY_ENV))):
-        ask.insert(0, ("--base-url URL", f"base_url {base}"))
+        ask.insert(0, ("--base-url URL", f"base_url {clipped(str(base), 200)}"))
     env_url = recorded.get("env_url") if "env_url" not in given else None
     if env_url and os.environ.get(TOKEN_ENV):
-        ask.append(("--env-url URL", f"env_url {env_url}"))
+        ask.append(("--env-url URL", f"env_url {clipped(str(env_url), 200)}"))
     # a Ray cluster is sent the episode code and its answers are unpickled here: as trusted as a key
     ray = recorded.get("ray_address") if "ray_address" not in given else None
     if ray and (overrides.get("executor") or spec.config.get("executor")) == "ray":
-        ask.append(("--ray-address HOST:PORT", f"ray_address {ray}"))
+        ask.append(("--ray-address HOST:PORT", f"ray_address {clipped(str(ray), 200)}"))
     # a cache is asked for whether or not a key travels: its entries become the run's model answers
     if "cache_dir" in cache and "cache_dir" not in given:
-        ask.append(("--cache-dir DIR", f"cache_dir {shown(cache['cache_dir'], 80)}"))
+        ask.append(("--cache-dir DIR", f"cache_dir {clipped(str(cache['cache_dir']), 200)}"))
     if "cache_scope" in cache and "cache_scope" not in given:
-        ask.append(("--cache-scope shared|run", f"cache_scope {shown(cache['cache_scope'], 40)}"))
+        ask.append(("--cache-scope shared|run", f"cache_scope {clipped(str(cache['cache_scope']), 40)}"))
     if ask:
         raise ConfigError(
             f"spec.json names where to send your keys or whose cached answers to replay "
