@@ -72,7 +72,7 @@ fi
 # 3 and 4: the run finished with errored (task, trial)s (see README "Exit codes"): still report
 case "$rc" in 0|3|4) ;; *) exit "$rc" ;; esac
 # `reinagent run` and `resume` wrote report.md and report.html into the run directory
-"$reinagent" report "$run_dir" --format json > "$run_dir/report.json"
+"$reinagent" report "$run_dir" --format json --output "$run_dir/report.json"  # never through a link at that name
 cat "$run_dir/report.md"
 echo "run:    $run_dir"
 echo "report: $run_dir/report.html (the page with curves and each task's trials)"

@@ -74,6 +74,8 @@ SHARED_OPTIONS: dict[str, dict] = {
     "--executor": {"type": click.Choice(["local", "ray"]), "default": None},
     "--ray-address": {},
     "--store": {},
+    "--cache-scope": {"type": click.Choice(["run", "shared"]), "default": None},
+    "--cache-dir": {},
     "--quiet": {"is_flag": True, "help": "No progress bar."},
 }
 
@@ -163,8 +165,8 @@ def run_options(fn):
         click.option("--constrained/--no-constrained", default=None, help="Hold the actor's output to the agent's action grammar (HotpotQA react/cot, ALFWorld react, the coder; default: on for the local engine, off otherwise)."),
         click.option("--precision", type=click.Choice(["fast", "exact"]), default=None, help="Local engine: fast (the GGUF read directly, default; a checkpoint of the embedded model written once as an F16 GGUF) or exact (an f32 OpenVINO IR exported once with optimum-intel, the `exact` extra: the same greedy text as transformers)."),
         click.option("--cache/--no-cache", default=None, help="Response cache (default on)."),
-        click.option("--cache-scope", type=click.Choice(["run", "shared"]), default=None, help="run (default): a run is answered only from its own earlier calls (resume); shared: from any run's identical calls, sampled ones included (cheaper; tokens and cost then show what this run did not pay)."),
-        click.option("--cache-dir", help="Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),
+        shared_option("--cache-scope", "run (default): a run is answered only from its own earlier calls (resume); shared: from any run's identical calls, sampled ones included (cheaper; tokens and cost then show what this run did not pay)."),
+        shared_option("--cache-dir", "Where the response cache lives (default: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses)."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -209,6 +211,8 @@ def run(config_file, quiet, **flags) -> None:
 @shared_option("--schedule", "Trial schedule from now on (same records either way).")
 @shared_option("--executor", "Where episodes run from now on.")
 @shared_option("--ray-address", "--executor ray: the Ray cluster to continue on, HOST:PORT.")
+@shared_option("--cache-dir", "The response cache to continue with (a recorded one is used only when you sealed it).")
+@shared_option("--cache-scope", "The cache scope to continue with (a recorded `shared` is used only when you sealed it).")
 @shared_option("--store", "The store holding the run (a directory of runs, sqlite:///..., postgresql://..., mongodb://...); RUN_DIR is then the run id.")
 @shared_option("--quiet")
 @click.option("--benchmark", "--agent", "--strategy", "--split", "--evaluator", "fixed", hidden=True, multiple=True,
@@ -249,6 +253,8 @@ def resume(run_dir, retry_errors, num_trials, from_trial, store, quiet, fixed, *
 @shared_option("--base-url", "The branch's OpenAI-compatible server (default: the source's, when you sealed it).")
 @shared_option("--api-key-env", "Environment variable holding the --base-url server's key.")
 @shared_option("--env-url", "The branch's environment server (`reinagent serve-env`).")
+@shared_option("--cache-dir", "The branch's response cache (default: the source's, when you sealed it).")
+@shared_option("--cache-scope", "The branch's cache scope (default: the source's, when you sealed it).")
 @shared_option("--quiet")
 def branch(source, strategy, run_dir, num_trials, quiet, **endpoints) -> None:
     """Start a new run that shares SOURCE's first trial (the same first attempts) under another
@@ -288,6 +294,8 @@ def _finish(run_dir) -> None:
     outcome = Outcome.of(load_run(run_dir)[1])
     for line in outcome.lines(run_dir):
         click.echo(line, err=True)
+    from reinagent.terminal import shell_word
+
     # The run directory was named when the run started (stderr); here its report files.
     try:
         from reinagent.report.files import write_report_files
@@ -295,7 +303,7 @@ def _finish(run_dir) -> None:
         md, html = write_report_files(run_dir)
         click.echo(f"report:        {html}\n               {md}")
     except Exception as err:  # noqa: BLE001 - the run is recorded; a report that fails is not its failure
-        click.echo(f"report files not written ({type(err).__name__}: {err}); try: reinagent report {run_dir}", err=True)
+        click.echo(f"report files not written ({type(err).__name__}: {err}); try: reinagent report {shell_word(run_dir)}", err=True)
         click.echo(f"run directory: {run_dir}")
     if outcome.exit_code:
         sys.exit(outcome.exit_code)

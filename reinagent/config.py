@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from reinagent.errors import ConfigError, choices
 from reinagent.names import rollout_names  # built-in and registered rollouts
 from reinagent.strategy import ReflexionStrategy
+from reinagent.text import shown
 
 # The longest sandboxed execution anyone may ask for (a day). inf, nan or 1e19 seconds would end
 # as an overflowing CPU limit inside the child: every program, the canonical solution too, failed.
@@ -24,6 +25,7 @@ MAX_COUNT = 1_000_000  # envs, steps, concurrency, search sizes, per-episode bud
 SEED_RANGE = (-(2 ** 63), 2 ** 63 - 1)  # what a database column (BIGINT) and a backend's seed take
 
 DEFAULT_MODEL = "local"
+MAX_NUMBER_CHARS = 64  # a YAML number longer than this is not a setting (the seed's 2**63 has 19 digits)
 
 
 class RunConfig(BaseModel):
@@ -145,7 +147,7 @@ class RunConfig(BaseModel):
             key = value.strip().lower()
             valid = [s.value for s in ReflexionStrategy]
             if key not in valid:
-                raise ValueError(f"unknown strategy {value!r}; valid: {choices(valid)}")
+                raise ValueError(f"unknown strategy {shown(value)}; valid: {choices(valid)}")
             return key
         return value
 
@@ -161,7 +163,7 @@ class RunConfig(BaseModel):
     def _rollout(cls, value: Any) -> Any:
         key = value.strip().lower() if isinstance(value, str) else value
         if key not in rollout_names():
-            raise ValueError(f"unknown rollout {value!r}; valid: {choices(rollout_names())}")
+            raise ValueError(f"unknown rollout {shown(value)}; valid: {choices(rollout_names())}")
         return key
 
     @field_validator("turn_discount")
@@ -212,15 +214,16 @@ def _problem(err: ValidationError, where_from: dict[str, str] | None = None) -> 
         valid = ", ".join(sorted(RunConfig.model_fields))
         near = difflib.get_close_matches(field, RunConfig.model_fields, n=1)
         guess = f"did you mean {near[0]!r}? " if near else ""
-        return f"unknown setting {field!r}; {guess}valid settings: {valid}"
+        return f"unknown setting {shown(field)}; {guess}valid settings: {valid}"
     got = first.get("input")
-    shown = "" if isinstance(got, dict) else f", got {got!r}" if isinstance(got, str) else f", got {got}"
+    # bounded before formatting: the value may be an alias bomb or a number of 100,000 digits
+    given = "" if isinstance(got, dict) else f", got {shown(got)}"
     if "api_key" in field:
-        shown = ""  # it may hold a pasted key
+        given = ""  # it may hold a pasted key
     requirement = _requirement(first)
     if requirement.startswith("is invalid: "):  # a validator's own message names the value
         return f"{name}: {requirement.removeprefix('is invalid: ')}"
-    return f"{name} {requirement}{shown}"
+    return f"{name} {requirement}{given}"
 
 
 def _requirement(error: dict[str, Any]) -> str:
@@ -314,10 +317,21 @@ def _strict_loader():
                     seen[key] = key_node.start_mark.line + 1
                 else:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"setting {key!r} given twice (lines {first} and "
+                        None, None, f"setting {shown(key)} given twice (lines {first} and "
                         f"{key_node.start_mark.line + 1}); keep one", key_node.start_mark)
             return super().construct_mapping(node, deep=deep)
 
+        def construct_yaml_int(self, node):
+            # int() refuses more than 4,300 digits with a ValueError that is no YAMLError (an
+            # "internal error"): a setting's number is short, so a long one is a malformed file
+            text = self.construct_scalar(node)
+            if len(text) > MAX_NUMBER_CHARS:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a number of {len(text):,} characters; a setting's number is at most "
+                    f"{MAX_NUMBER_CHARS} characters long", node.start_mark)
+            return super().construct_yaml_int(node)
+
+    StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
     return StrictLoader
 
 

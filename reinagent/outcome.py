@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reinagent.records import TrialRecord
-from reinagent.terminal import plain
+from reinagent.terminal import plain, shell_word
 
 # The records come from the caller (cli.py reads them with runner.load_run): the runner imports
 # this module, so this module never imports the runner.
@@ -69,7 +69,7 @@ class Outcome:
         out = [f"errors: {share} (task, trial)s ended in an error ({kinds})"]
         for kind, _ in self.kinds.most_common(3):
             out.append(f"  e.g. {_short(self.examples[kind])}")
-        out.append(f"  details: reinagent report {run_dir}; redo them: reinagent resume {run_dir} --retry-errors")
+        out.append(f"  details: reinagent report {shell_word(run_dir)}; redo them: reinagent resume {shell_word(run_dir)} --retry-errors")
         return out
 
 

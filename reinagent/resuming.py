@@ -21,7 +21,8 @@ final settings would have ended.
   resume names it again; the history entry says so.
 - Where keys go: a spec.json this user did not seal on this machine (reinagent/seal.py) cannot
   send a key anywhere: the resume asks for --base-url / --api-key-env / --env-url again
-  (`confirm_destinations`), and seals the spec once they are given.
+  (`confirm_destinations`), and seals the spec once they are given. Nor can it choose whose
+  cached answers the run replays: a recorded --cache-dir or --cache-scope shared is asked for too.
 
 Superseding is a marker line appended (and fsynced) to records.jsonl before any redo starts
 (store.Supersede): reports, notebooks and the next resume never count those records again, even
@@ -42,13 +43,14 @@ from reinagent.errors import ConfigError, ModelError
 from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact, redact_argv, redact_url
 from reinagent.runlock import append_text
+from reinagent.text import clipped, shown
 
 Key = tuple[str, int]
 
 
 # Settings a resume may change: where the model and environments are and how hard to push them.
 OVERRIDABLE = ("base_url", "model", "reflector_model", "max_concurrency", "max_model_concurrency",
-               "api_key_env", "env_url", "schedule", "executor", "ray_address")
+               "api_key_env", "env_url", "schedule", "executor", "ray_address", "cache_dir", "cache_scope")
 # Settings that define the experiment; changing them mid-run would mix two experiments in one.
 FIXED = ("benchmark", "agent", "strategy", "split", "num_envs", "memory_size", "max_steps",
          "max_prompt_tokens", "temperature", "max_tokens", "seed", "num_internal_tests", "timeout_s",
@@ -85,7 +87,7 @@ def plan_resume(spec: RunSpec, records: list[TrialRecord], *, num_trials: int | 
             # spec.json never holds a URL's userinfo or query values (redact.py): a resume cannot
             # reconnect with `?key=***`, so it asks for the URL instead of failing at the server
             if not (overrides or {}).get(name):
-                raise ConfigError(f"the run's {name} was recorded without its credentials ({recorded}); "
+                raise ConfigError(f"the run's {name} was recorded without its credentials ({clipped(recorded, 200)}); "
                                   f"give it again: {flag} URL")
             same_server[name] = overrides[name]  # the recorded URL, given whole: used, not a change
 
@@ -160,11 +162,11 @@ def check_overrides(spec: RunSpec, overrides: dict[str, Any]) -> dict[str, Any]:
             continue
         if name in FIXED or name in RunConfig.model_fields:
             raise ConfigError(
-                f"resume cannot change {flag_name(name)} (the run's is {spec.config.get(name)!r}, asked "
-                f"{value!r}): it would change what the run measures; start a new run with `reinagent run` "
+                f"resume cannot change {flag_name(name)} (the run's is {shown(spec.config.get(name))}, asked "
+                f"{shown(value)}): it would change what the run measures; start a new run with `reinagent run` "
                 f"instead. A resume may change {', '.join(flag_name(n) for n in OVERRIDABLE)}"
             )
-        raise ConfigError(f"unknown setting {name!r} for resume; valid: {', '.join(OVERRIDABLE)}")
+        raise ConfigError(f"unknown setting {shown(name)} for resume; valid: {', '.join(OVERRIDABLE)}")
     # Validate as a config would (a bad URL or -2 is the same one-line error as for `run`).
     from reinagent.config import build_config
 
@@ -182,36 +184,44 @@ def confirm_destinations(spec: RunSpec, settings: dict[str, Any], overrides: dic
     cluster (--ray-address). A run directory is data anyone can write; it must not choose which
     of your secrets go where, nor whose cluster runs your episodes (issue 45)."""
     from reinagent.llm.wire import SERVER_KEY_ENV, is_provider_endpoint
-    from reinagent.seal import DESTINATIONS, is_sealed
+    from reinagent.seal import CACHE_SETTINGS, DESTINATIONS, is_sealed, trusted_cache
     from reinagent.service.client import TOKEN_ENV
 
     if is_sealed(spec.config, spec.settings):
         return True
-    given = {name for name in DESTINATIONS if overrides.get(name)}
+    given = {name for name in (*DESTINATIONS, *CACHE_SETTINGS) if overrides.get(name)}
     recorded = {name: spec.config.get(name) for name in DESTINATIONS if spec.config.get(name)}
+    cache = trusted_cache(spec.config)  # whose answers are replayed as this run's model's
     key_env = recorded.get("api_key_env")
     if "api_key_env" not in given and "base_url" in settings:
         key_env = None  # a new --base-url drops the recorded variable (_drop_key_on_new_server)
     ask = []
     if key_env and "api_key_env" not in given:
-        ask.append(("--api-key-env VAR", f"api_key_env {key_env}"))
+        ask.append(("--api-key-env VAR", f"api_key_env {clipped(str(key_env), 100)}"))
     base = recorded.get("base_url") if "base_url" not in given else None
     if base and (key_env or overrides.get("api_key_env")
                  or (not is_provider_endpoint(base) and os.environ.get(SERVER_KEY_ENV))):
-        ask.insert(0, ("--base-url URL", f"base_url {base}"))
+        ask.insert(0, ("--base-url URL", f"base_url {clipped(str(base), 200)}"))
     env_url = recorded.get("env_url") if "env_url" not in given else None
     if env_url and os.environ.get(TOKEN_ENV):
-        ask.append(("--env-url URL", f"env_url {env_url}"))
+        ask.append(("--env-url URL", f"env_url {clipped(str(env_url), 200)}"))
     # a Ray cluster is sent the episode code and its answers are unpickled here: as trusted as a key
     ray = recorded.get("ray_address") if "ray_address" not in given else None
     if ray and (overrides.get("executor") or spec.config.get("executor")) == "ray":
-        ask.append(("--ray-address HOST:PORT", f"ray_address {ray}"))
+        ask.append(("--ray-address HOST:PORT", f"ray_address {clipped(str(ray), 200)}"))
+    # a cache is asked for whether or not a key travels: its entries become the run's model answers
+    if "cache_dir" in cache and "cache_dir" not in given:
+        ask.append(("--cache-dir DIR", f"cache_dir {clipped(str(cache['cache_dir']), 200)}"))
+    if "cache_scope" in cache and "cache_scope" not in given:
+        ask.append(("--cache-scope shared|run", f"cache_scope {clipped(str(cache['cache_scope']), 40)}"))
     if ask:
         raise ConfigError(
-            f"spec.json names where to send your keys ({', '.join(why for _, why in ask)}) and this user did "
-            f"not seal it on this machine (a run from elsewhere, or an edited spec): a run directory does not "
-            f"choose where keys go; give them again: {' '.join(flag for flag, _ in ask)}")
-    return all(name in given or (name == "api_key_env" and key_env is None) for name in recorded)
+            f"spec.json names where to send your keys or whose cached answers to replay "
+            f"({', '.join(why for _, why in ask)}) and this user did not seal it on this machine (a run from "
+            f"elsewhere, or an edited spec): a run directory does not choose these; give them again: "
+            f"{' '.join(flag for flag, _ in ask)}")
+    return (all(name in given or (name == "api_key_env" and key_env is None) for name in recorded)
+            and all(name in given for name in cache))
 
 
 def _drop_key_on_new_server(spec: RunSpec, settings: dict[str, Any], overrides: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
-"""Reading the files of a run directory, which anyone may have written (a shared folder, a
-downloaded tarball): only regular files, with bounds, one line of error otherwise (issue 45).
+"""Reading and writing the files of a run directory, which anyone may have written (a shared
+folder, a downloaded tarball): only regular files, with bounds, one line of error otherwise
+(issue 45); and a whole file is written under a fresh name, then renamed over its own (issue 54).
 
 A records.jsonl linked to /dev/zero was read until memory ran out; one that is a FIFO blocked
 every reader (and the whole viewer) on open. So a file is opened with O_NONBLOCK (opening a FIFO
@@ -9,7 +10,10 @@ file up to `limit` bytes, or line by line with each line bounded.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,3 +89,47 @@ def tail(path: str | Path, size: int) -> bytes:
         end = os.fstat(fh.fileno()).st_size
         fh.seek(max(0, end - size))
         return fh.read(size)
+
+
+def replace_file(path: str | Path, data: str | bytes, mode: int = 0o644) -> Path:
+    """Write `data` (str as UTF-8) to `path` whole: into a new file of a random name in the same
+    folder, created with O_EXCL and O_NOFOLLOW (so never through a link, planted or dangling),
+    fsynced, then renamed over `path` (a link there is replaced, not followed). Readers see the old
+    file or the new one, never half. A fixed scratch name (`.report.md.partial`) let a planted link
+    there overwrite any file its reader could write (issue 54)."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    for _ in range(16):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            break
+        except FileExistsError:  # someone's file (or link) at that name: never touched, draw another
+            continue
+    else:
+        raise OSError(errno.EEXIST, f"no free scratch name beside {path}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)  # the rename itself survives a power cut
+    return path
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from reinagent.benchmarks.base import Task
 from reinagent.memory import memory_before
 from reinagent.records import TrialRecord, Usage, stops_loop
+from reinagent.terminal import shell_word
 
 Key = tuple[str, int]
 
@@ -237,7 +238,7 @@ def _say_halted(exp, trial: int, results: list[TrialRecord], bar=None) -> None:
 
     kinds = ", ".join(f"{k} x{n}" for k, n in Outcome.of(results).kinds.most_common())
     _emit(f"trial {trial}: every episode ended in an error ({kinds}); not starting trial {trial + 1}. "
-          f"Fix the cause, then: reinagent resume {exp.store.run_dir} --retry-errors", bar)
+          f"Fix the cause, then: reinagent resume {shell_word(exp.store.run_dir)} --retry-errors", bar)
 
 
 TICK_S = 2.0  # how often the bar shows the calls and nodes of episodes still running

@@ -10,7 +10,12 @@ in this user's state directory (paths.state_root(), mode 0600) and never in a ru
 resume trusts the recorded endpoints only when that HMAC verifies; otherwise the user names them
 again on the command line (resuming.confirm_destinations).
 
-A copied seal proves only that this user once chose those same endpoints; the seal never covers
+The response cache is sealed too (issue 54): a recorded `cache_dir`, or `cache_scope: shared`,
+decides whose answers the resumed run replays as its own model's (a planted cache became a run's
+reflections). Each enters the sealed message only when it is set (a cache_dir) or shared, so a
+seal made before this covered them still verifies for every run on the default cache.
+
+A copied seal proves only that this user once chose those same settings; the seal never covers
 anything else, so no other field of a planted spec gains trust from it.
 """
 
@@ -27,14 +32,27 @@ from typing import Any
 from reinagent.paths import state_root
 
 DESTINATIONS = ("base_url", "api_key_env", "env_url", "ray_address")
+CACHE_SETTINGS = ("cache_dir", "cache_scope")  # sealed when they leave the default (`trusted_cache`)
 SEAL_FIELD = "endpoints_seal"  # in spec.settings
 _KEY_FILE = "seal.key"
 _KEY_BYTES = 32
 _DOMAIN = b"reinagent endpoints v1\n"
 
 
+def trusted_cache(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The cache settings of `config` that only this user may choose: a cache_dir that is set, a
+    cache_scope that is shared (the defaults, this user's own cache and the run's own calls, need
+    no trust)."""
+    out: dict[str, Any] = {}
+    if config.get("cache_dir"):
+        out["cache_dir"] = config.get("cache_dir")
+    if config.get("cache_scope") not in (None, "run"):
+        out["cache_scope"] = config.get("cache_scope")
+    return out
+
+
 def _message(config: Mapping[str, Any]) -> bytes:
-    shown = {name: config.get(name) for name in DESTINATIONS}
+    shown = {name: config.get(name) for name in DESTINATIONS} | trusted_cache(config)
     return _DOMAIN + json.dumps(shown, sort_keys=True).encode()
 
 

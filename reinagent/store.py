@@ -26,8 +26,10 @@ from pydantic import ValidationError
 
 from reinagent.errors import RunDirError
 from reinagent.records import RunSpec, Supersede, TrialRecord, first_non_finite, record_json
-from reinagent.runfiles import MAX_LINE_BYTES, MAX_SPEC_BYTES, iter_lines, read_bounded, tail
+from reinagent.runfiles import MAX_LINE_BYTES, MAX_SPEC_BYTES, iter_lines, read_bounded, replace_file, tail
 from reinagent.runlock import RunLock, open_no_follow
+from reinagent.terminal import shell_word
+from reinagent.text import shown
 
 SPEC = "spec.json"
 RECORDS = "records.jsonl"
@@ -41,34 +43,9 @@ MAX_RECORD_TRIAL = 100_000
 
 
 def atomic_write(path: Path, text: str | bytes) -> None:
-    """Write via a temp file + rename, so readers see the old or the new file, never half."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    tmp.unlink(missing_ok=True)  # a stale one (or a link planted at this predictable name)
-    try:
-        # O_EXCL with O_NOFOLLOW: never write through a link someone made meanwhile
-        with os.fdopen(open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)  # the rename itself survives a power cut
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """Write via a fresh temp file + rename, so readers see the old or the new file, never half,
+    and no link at any name in the folder is written through (runfiles.replace_file)."""
+    replace_file(path, text)
 
 
 def is_run_dir(path: Path) -> bool:
@@ -80,6 +57,9 @@ def read_spec(run_dir: Path) -> RunSpec:
     if not run_dir.exists():
         raise RunDirError(f"run directory {run_dir} does not exist")
     if not is_run_dir(run_dir):
+        if (run_dir / SPEC).is_symlink():  # a dangling link: say what is there, not that nothing is
+            raise RunDirError(f"{run_dir / SPEC} is a symbolic link to nothing; a run directory's files "
+                              "are regular files (a planted or broken run directory?)")
         raise RunDirError(f"{run_dir} is not a reinagent run directory (no {SPEC})")
     try:
         spec = RunSpec.model_validate_json(read_bounded(run_dir / SPEC, MAX_SPEC_BYTES))
@@ -104,15 +84,15 @@ def check_spec_values(spec: RunSpec, where: Path) -> None:
         high = next((b for bound in field.metadata for b in (getattr(bound, "le", None),
                                                              getattr(bound, "lt", None)) if b is not None), None)
         if (high is not None and value > high) or (low is not None and value < low) or value != value:
-            raise RunDirError(f"{where}: {name} is {value!r}, outside what a run accepts "
+            raise RunDirError(f"{where}: {name} is {shown(value)}, outside what a run accepts "
                               f"({low if low is not None else '-inf'} to {high if high is not None else 'inf'}); "
                               f"a planted or broken spec?")
     if isinstance(spec.config.get("num_trials"), float):  # a count, as every reader takes it
-        raise RunDirError(f"{where}: num_trials is {spec.config['num_trials']!r}, not a whole number")
+        raise RunDirError(f"{where}: num_trials is {shown(spec.config['num_trials'])}, not a whole number")
     steps = spec.settings.get("steps")  # an RL run's planned steps: its reports' trials
     if isinstance(spec.settings.get("rl"), dict) and steps is not None and (
             not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps <= MAX_RECORD_TRIAL):
-        raise RunDirError(f"{where}: settings.steps is {steps!r}, outside 0 to {MAX_RECORD_TRIAL}; a planted or broken spec?")
+        raise RunDirError(f"{where}: settings.steps is {shown(steps)}, outside 0 to {MAX_RECORD_TRIAL}; a planted or broken spec?")
 
 
 # What a non-finite number can look like in a line (JSON's parser reads NaN, Infinity and 1e999):
@@ -162,7 +142,7 @@ def read_log(run_dir: Path) -> list[Entry]:
                 break
             raise RunDirError(
                 f"corrupt record file {path}:{number} (line {number}): {_problem(err)}; "
-                f"`reinagent repair {run_dir}` moves bad lines to {QUARANTINE}"
+                f"`reinagent repair {shell_word(run_dir)}` moves bad lines to {QUARANTINE}"
             ) from None
     return entries
 
@@ -193,7 +173,7 @@ def check_new_run_dir(run_dir: Path) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"--run-dir {run_dir} is a file, not a directory; pass a new directory")
     if is_run_dir(run_dir) or (run_dir / RECORDS).exists():
-        raise RunDirError(f"{run_dir} already holds a run; continue it with `reinagent resume {run_dir}` "
+        raise RunDirError(f"{run_dir} already holds a run; continue it with `reinagent resume {shell_word(run_dir)}` "
                           "or pass another --run-dir")
 
 
@@ -304,7 +284,7 @@ class RunStore:
                 if isinstance(err, OSError):
                     raise RunDirError(
                         f"could not write {path}: {err.strerror or err}; it was cut back to its last "
-                        f"complete record; free space, then `reinagent resume {self.run_dir}`"
+                        f"complete record; free space, then `reinagent resume {shell_word(self.run_dir)}`"
                     ) from None
                 raise
         finally:

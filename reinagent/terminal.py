@@ -10,6 +10,8 @@ newline and tab; what remains is printable text, shown as it was meant.
 from __future__ import annotations
 
 import re
+import shlex
+from typing import Any
 
 # ESC-introduced sequences: OSC/DCS/SOS/PM/APC strings up to BEL or ST, CSI with its parameters,
 # and two-character escapes; then their 8-bit (C1) forms
@@ -29,3 +31,26 @@ def plain(text: str) -> str:
     if text.isprintable():  # the common case costs one scan
         return text
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def plain_data(value: Any, depth: int = 0) -> Any:
+    """`value` (parsed JSON, a dumped record) with `plain` applied to every str in it, keys
+    included: what `runs --json` and the viewer's JSON endpoints send (a page inserts it as text,
+    where an RLO would still reorder what a reader sees). Past 200 levels a value is kept as it is."""
+    kind = type(value)
+    if kind is str:
+        return plain(value)
+    if depth > 200:
+        return value
+    if kind is dict:
+        return {plain_data(k, depth + 1): plain_data(v, depth + 1) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [plain_data(v, depth + 1) for v in value]
+    return value
+
+
+def shell_word(value: object) -> str:
+    """`value` (a run directory, a run id) as one word a POSIX shell reads back unchanged, for the
+    commands we print to copy: a run directory's name is data anyone chose, and `x;touch y` or
+    `$(...)` in it must not run when a hint is pasted (issue 54)."""
+    return shlex.quote(str(value))

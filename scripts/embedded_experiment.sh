@@ -53,9 +53,9 @@ for name in "${names[@]}"; do
   wait "$pid" || status=$?
   wait "$sampler" 2>/dev/null || true
   mv -f "$out/$name.rss.tsv" "$dir/rss.tsv" 2>/dev/null || true
-  "$reinagent" report "$dir" > "$dir/report.md"
+  "$reinagent" report "$dir" --output "$dir/report.md"  # never through a link at that name
   echo "[experiment] $name exited $status; peak RSS $(awk '$2>m{m=$2} END{printf "%.0f MiB", m/1024}' "$dir/rss.tsv")"
 done
-"$reinagent" report "$out" > "$out/REPORT.md"
-"$reinagent" report "$out" --format json > "$out/report.json"
+"$reinagent" report "$out" --output "$out/REPORT.md"  # never through a link at that name
+"$reinagent" report "$out" --format json --output "$out/report.json"  # never through a link at that name
 echo "[experiment] report: $out/REPORT.md"

@@ -15,10 +15,10 @@ for name in "$@"; do
     "$reinagent" run --config "$folder/configs/$name.yaml" --num-envs 5 --num-trials "$trials" --no-cache \
       --run-dir "$dir" --quiet
   fi
-  "$reinagent" report "$dir" > "$dir/report.md"
+  "$reinagent" report "$dir" --output "$dir/report.md"  # never through a link at that name
 done
 # One comparison of every embedded run: markdown, HTML with drill-down, JSON and the figure.
-"$reinagent" report "$folder/embedded" > "$folder/embedded/REPORT.md"
-"$reinagent" report "$folder/embedded" --format json > "$folder/embedded/report.json"
+"$reinagent" report "$folder/embedded" --output "$folder/embedded/REPORT.md"  # never through a link at that name
+"$reinagent" report "$folder/embedded" --format json --output "$folder/embedded/report.json"  # never through a link at that name
 "$reinagent" report "$folder/embedded" --format html --output "$folder/embedded/report.html" \
   --plot "$folder/embedded/success_by_trial.png" --title "$title"

@@ -30,12 +30,13 @@ def _no_runs_hint(folder: str) -> str:
 def runs(folder: str, as_json: bool) -> None:
     """List the runs under DIR (default runs/) with their status: running, finished or incomplete."""
     from reinagent.browse.listing import list_runs, runs_table
+    from reinagent.terminal import plain, plain_data
 
     infos, problems = list_runs(folder)
     for problem in problems:
-        click.echo(f"skipped: {problem}", err=True)
-    if as_json:
-        click.echo(json.dumps([i.to_json() for i in infos], indent=2))
+        click.echo(f"skipped: {plain(problem)}", err=True)
+    if as_json:  # JSON escapes ESC, but a script prints what it reads: no run text drives a terminal
+        click.echo(json.dumps(plain_data([i.to_json() for i in infos]), indent=2))
         return
     click.echo(runs_table(infos) if infos else _no_runs_hint(folder))
 

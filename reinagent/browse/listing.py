@@ -19,6 +19,7 @@ from reinagent.errors import RunDirError
 from reinagent.records import recorded_evaluator, stops_loop
 from reinagent.runlock import LOCK
 from reinagent.store import RECORDS, SPEC, is_run_dir
+from reinagent.terminal import plain
 
 MAX_DEPTH = 4  # runs/<group>/<run> and the committed <bench>_runs/<setting>/<run> are 2-3 deep
 Status = Literal["running", "finished", "incomplete"]
@@ -207,12 +208,27 @@ def _records_expected(loaded, num_trials: int) -> int:
     return sum(solved_at.get(task_id, num_trials) for task_id in loaded.spec.task_ids)
 
 
-def list_runs(root: str | Path, cache: RunCache | None = None) -> tuple[list[RunInfo], list[str]]:
+def outside(run_dir: Path, root: Path) -> str | None:
+    """Why `run_dir` (found under `root`) is not `root`'s to serve: it, or a file of it a reader
+    opens, resolves (links followed) outside `root`; None when all of it is inside."""
+    real_root = Path(root).resolve()
+    for path in (Path(run_dir), Path(run_dir) / SPEC, Path(run_dir) / RECORDS):
+        if not path.resolve().is_relative_to(real_root):
+            return f"{path} leads outside {root} (a link); not served"
+    return None
+
+
+def list_runs(root: str | Path, cache: RunCache | None = None, *, contained: bool = False
+              ) -> tuple[list[RunInfo], list[str]]:
     """Every run under `root`, and one line per run directory that could not be read (a corrupt
-    spec must not hide the other runs)."""
+    spec must not hide the other runs). `contained` (the viewer): a run that leads outside `root`
+    through a link is one such line, never read."""
     root = Path(root)
     infos, problems = [], []
     for run_dir in discover(root):
+        if contained and (why := outside(run_dir, root)):
+            problems.append(why)
+            continue
         try:
             infos.append(run_info(run_dir, root, cache))
         except RunDirError as err:
@@ -247,10 +263,12 @@ def runs_table(infos: list[RunInfo]) -> str:
               "errors", "started"]
     # "trials" is the newest trial begun; "records" what is done of what the run needs (5/5 trials
     # said nothing of an interrupted run's 11 of 15 records)
-    rows = [[i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
+    # every cell through `plain`: a planted model name's OSC 0 retitled the terminal (issue 54)
+    rows = [[plain(cell) for cell in (
+             i.run_id, i.benchmark, i.agent, i.strategy, i.rollout, _short(i.model), i.status,
              f"{i.trials_started}/{i.num_trials}", f"{i.records}/{i.records_expected}",
              f"{i.solved}/{i.num_tasks}" + (f" ({i.judged})" if i.judged else ""),
-             str(i.errors), i.started]
+             str(i.errors), i.started)]
             for i in infos]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows])

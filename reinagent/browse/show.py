@@ -14,7 +14,7 @@ from reinagent.errors import ReinagentError, choices
 from reinagent.records import TrialRecord, final_record, solved_at as solved_trial
 from reinagent.report.loading import LoadedRun
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, step_lines, task_prompt, task_question
-from reinagent.terminal import plain
+from reinagent.terminal import plain, shell_word
 
 MAX_CANDIDATES = 8
 MAX_PROMPT_CHARS = 4000  # a HotpotQA context is long; the question line is what a reader scans for
@@ -71,32 +71,34 @@ def resolve_task(run: LoadedRun, key: str) -> str:
         return hits[0].task_id
     if not hits:
         raise ReinagentError(f"no task of {run.run_dir} has id, number or question matching {key!r} "
-                             f"(see `reinagent show {run.run_dir}` for the list)")
+                             f"(see `reinagent show {shell_word(run.run_dir)}` for the list)")
     named = [f"{h.number} ({h.question[:50] or h.task_id})" for h in hits[:MAX_CANDIDATES]]
     more = f" and {len(hits) - MAX_CANDIDATES} more" if len(hits) > MAX_CANDIDATES else ""
     raise ReinagentError(f"{key!r} matches {len(hits)} tasks: {', '.join(named)}{more}; give a number or a longer piece")
 
 
 def render_task_list(run: LoadedRun) -> str:
-    lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {run.run_dir} N`)"]
+    lines = [f"{run.run_dir}: {len(run.spec.task_ids)} tasks (show one with `reinagent show {shell_word(run.run_dir)} N`)"]
     for row in task_rows(run):
-        lines.append(f"{row.number:>4}  {row.verdict:<28} {plain(row.question or row.task_id)}")
-    return "\n".join(lines)
+        lines.append(f"{row.number:>4}  {row.verdict:<28} {row.question or row.task_id}")
+    return plain("\n".join(lines))  # no styles here: the whole list is run text, made plain at once
 
 
 def render_task(run: LoadedRun, task_id: str, trial: int | None = None, color: bool = True) -> str:
     """The task, then per trial: reflections in the prompt, steps, outcome, reflection written.
     Every piece of a record passes through `plain`: a program or model must not drive the terminal."""
     def style(text: str, **kw) -> str:
-        return click.style(text, **kw) if color else text
+        # what is styled is plain first: the style's own escapes are the only ones printed
+        return click.style(plain(text), **kw) if color else plain(text)
 
     records = run.records_of(task_id)
     number = list(run.spec.task_ids).index(task_id) + 1
     cfg = run.spec.config
-    lines = [style(f"task {number}/{len(run.spec.task_ids)}: {plain(task_id)}", bold=True),
-             f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
-             f"rollout {cfg.get('rollout') or 'react'}, "
-             f"model {cfg.get('model')})", verdict(records, run.evaluator), ""]
+    # the spec's names are run text too: a planted model name carried OSC 52 (clipboard) and OSC 0
+    lines = [style(f"task {number}/{len(run.spec.task_ids)}: {task_id}", bold=True),
+             plain(f"run {run.run_dir} ({cfg.get('benchmark')} / {cfg.get('agent')} / {cfg.get('strategy')}, "
+                   f"rollout {cfg.get('rollout') or 'react'}, model {cfg.get('model')})"),
+             plain(verdict(records, run.evaluator)), ""]
     if not records:
         return "\n".join(lines)
     if trial is not None:

@@ -126,7 +126,19 @@ def _snippet(text: str, limit: int = 200) -> str:
 
 
 def is_provider_endpoint(base_url: str | None) -> bool:
-    return bool(base_url) and (urlsplit(base_url).hostname or "").lower() in PROVIDER_HOSTS
+    """Whether `base_url` is a hosted provider's own endpoint, which may get that provider's key:
+    its host, over https, on the default port. `http://api.openai.com:8080/v1` is not: over plain
+    HTTP the key goes to whatever answers on that port (a planted spec resumed without a question
+    sent it there, issue 54); such a URL is an ordinary server and gets REINAGENT_SERVER_API_KEY."""
+    if not base_url:
+        return False
+    parts = urlsplit(base_url.strip())
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number, or out of range: no provider's
+        return False
+    return (parts.scheme.lower() == "https" and port in (None, 443)
+            and (parts.hostname or "").lower() in PROVIDER_HOSTS)
 
 
 def endpoint_key(base_url: str | None, api_key_env: str | None = None) -> str | None:
@@ -144,6 +156,6 @@ def endpoint_key(base_url: str | None, api_key_env: str | None = None) -> str | 
             raise ConfigError(f"--api-key-env names {api_key_env}, which is not set (or empty)")
         return value
     if is_provider_endpoint(base_url):
-        host = (urlsplit(base_url or "").hostname or "").lower()
+        host = (urlsplit((base_url or "").strip()).hostname or "").lower()
         return os.environ.get(PROVIDER_HOSTS[host]) or None
     return os.environ.get(SERVER_KEY_ENV) or None

@@ -81,8 +81,10 @@ def report(run_dirs, fmt, plot, output, max_tasks, title, store) -> None:
 
         text = plain(text)  # run text must not drive a terminal (stdout, or `cat` of the file)
     if output:
+        from reinagent.runfiles import replace_file
+
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(text, encoding="utf-8")
+        replace_file(output, text)  # often into a run directory: never through a link planted there
         click.echo(f"report: {output}", err=True)
     else:
         click.echo(text, nl=False)

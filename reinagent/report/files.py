@@ -10,11 +10,15 @@ REPORT_FILES = ("report.md", "report.html")
 
 
 def write_report_files(run_dir: str | Path) -> list[Path]:
-    """Write report.md and report.html into `run_dir` (atomically: a reader never sees half a
-    page) and return their paths."""
+    """Write report.md and report.html into `run_dir` and return their paths: each under a fresh
+    name, then renamed over its own (runfiles.replace_file), so a reader never sees half a page and
+    a link planted at either name (or at any scratch name) is never written through. Both are
+    `plain` text, as `reinagent report` prints them: `cat report.md` must not drive a terminal."""
     from reinagent.report.html import report_html
     from reinagent.report.loading import load
     from reinagent.report.markdown import report_markdown
+    from reinagent.runfiles import replace_file
+    from reinagent.terminal import plain
 
     run_dir = Path(run_dir)
     runs = load([run_dir])
@@ -22,9 +26,5 @@ def write_report_files(run_dir: str | Path) -> list[Path]:
              "report.html": report_html(runs, title=f"reinagent report: {run_dir.name}")}
     written = []
     for name in REPORT_FILES:
-        path = run_dir / name
-        partial = path.with_name(f".{name}.partial")
-        partial.write_text(texts[name], encoding="utf-8")
-        partial.replace(path)
-        written.append(path)
+        written.append(replace_file(run_dir / name, plain(texts[name])))
     return written

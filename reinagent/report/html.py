@@ -27,6 +27,7 @@ from reinagent.report.tables import (
 )
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 from reinagent.report.tree import drawn_tree, tree_depth
+from reinagent.terminal import plain
 
 if TYPE_CHECKING:
     from reinagent.report.training import TrainingLog
@@ -81,10 +82,19 @@ def tree_number(value: float | None) -> str:
     return "" if value is None else f"{value:.3g}"
 
 
+def shown_text(value: Any) -> Any:
+    """Every value a page shows (jinja's `finalize`): run text without escape sequences, control
+    characters or bidi overrides (terminal.plain), markup kept markup. The report and the viewer
+    render through it, so model text with ESC or U+202E reaches neither page (issue 54)."""
+    if isinstance(value, Markup):
+        return Markup(plain(str(value)))  # removing characters cannot make a tag of escaped text
+    return plain(value) if isinstance(value, str) else value
+
+
 @lru_cache(maxsize=1)
 def _template():
     env = Environment(loader=PackageLoader("reinagent.report", "templates"), autoescape=True,
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, finalize=shown_text)
     env.filters.update(clip=clip, wbr=wbr, duration=duration, num=tree_number)
     return env.get_template(TEMPLATE)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reinagent.terminal import plain
+
 
 def run_label(summary: dict[str, Any]) -> str:
     """How a run is named in comparisons: agent/strategy/model (the three things people vary), and
@@ -27,7 +29,7 @@ def unique_labels(summaries: list[dict[str, Any]]) -> list[str]:
     are told apart: the seed where theirs differ, and the shortest end of their run directories'
     paths that differs (`runs/seed0/r` and `runs/seed1/r`: `seed0/r`, `seed1/r`; the directory's
     name alone once read `(r)` under both columns)."""
-    labels = [s.get("label") or run_label(s) for s in summaries]
+    labels = [plain(s.get("label") or run_label(s)) for s in summaries]  # also drawn into plots: no escapes
     out = []
     for i, (label, s) in enumerate(zip(labels, summaries)):
         twins = [j for j, other in enumerate(labels) if other == label]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from reinagent.terminal import shell_word
+
 
 def config_options(fn):
     options = [
@@ -81,7 +83,7 @@ def train(config_file, output_dir, num_tasks, max_steps, overwrite) -> None:
                f"reward {summary.reward_first:.3f} (step 1) -> {summary.reward_last:.3f} (step {summary.steps}); "
                f"loss {summary.losses[0]:.4f} -> {summary.losses[-1]:.4f}")
     click.echo(f"metrics:    {summary.metrics}")
-    click.echo(f"rollouts:   {summary.rollouts}  (reinagent report {summary.rollouts})")
+    click.echo(f"rollouts:   {summary.rollouts}  (reinagent report {shell_word(summary.rollouts)})")
     click.echo(f"checkpoint: {summary.checkpoint}")
 
 

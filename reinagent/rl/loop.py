@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import random
 import shutil
 import sys
@@ -38,6 +39,7 @@ from reinagent.rl.config import RLAgentConfig
 from reinagent.rl.grpo import Learner, StepStats
 from reinagent.rl.metrics import metrics_row
 from reinagent.rl.rollout import TokenEpisode, TokenRollout
+from reinagent.runlock import open_no_follow
 
 METRICS = "train_metrics.jsonl"
 SCRATCH = ".scratch"  # temporary copies of the policy while training (scratch_dir); removed at the end
@@ -288,7 +290,9 @@ def train_policy(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[
                            steps=steps, episodes=0, reward_first=0.0, reward_last=0.0, async_mode=cfg.async_mode)
     try:
         kept = resume_metrics(own / METRICS, resume_step) if resume_step is not None else []
-        with open(own / METRICS, "a", encoding="utf-8") as metrics:
+        # O_NOFOLLOW: an output_dir may be a copied one, and a link there must not be appended through
+        with os.fdopen(open_no_follow(own / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a",
+                       encoding="utf-8") as metrics:
             def note(row: dict[str, Any], episodes: list[Any]) -> None:
                 if on_step is not None:
                     on_step(row, steps)

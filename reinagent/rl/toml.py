@@ -20,6 +20,8 @@ def read_table(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path} is not valid TOML: {err}") from None
+    except ValueError:  # int() of more than 4,300 digits: no TOMLDecodeError, and no setting either
+        raise ConfigError(f"{path} holds a number of more than 4,300 digits; a setting's number is short") from None
     table = data.get("rl")
     if not isinstance(table, dict):
         other = ", ".join(sorted(data)) or "none"

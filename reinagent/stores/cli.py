@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from reinagent.terminal import shell_word
+
 
 @click.group()
 def store() -> None:
@@ -74,7 +76,7 @@ def export(url: str, run_id: str, run_dir: str) -> None:
     with open_store(url, create=False) as db:
         spec, entries = db.read_spec(run_id), db.read_log(run_id)
     write_run_dir(Path(run_dir), spec, entries)
-    click.echo(f"exported {run_id}: {len(entries)} entries to {run_dir}; report: reinagent report {run_dir}")
+    click.echo(f"exported {run_id}: {len(entries)} entries to {run_dir}; report: reinagent report {shell_word(run_dir)}")
 
 
 @store.command(name="import")

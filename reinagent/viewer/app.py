@@ -23,15 +23,16 @@ from jinja2 import ChoiceLoader, Environment, FileSystemLoader, PackageLoader, s
 from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from reinagent.browse.listing import RunCache, RunInfo, discover, list_runs, run_info
+from reinagent.browse.listing import RunCache, RunInfo, discover, list_runs, outside, run_info
 from reinagent.browse.show import task_rows, verdict
 from reinagent.errors import RunDirError
-from reinagent.report.html import clip, table_html, tree_number, tree_stylesheet, wbr
+from reinagent.report.html import clip, shown_text, table_html, tree_number, tree_stylesheet, wbr
 from reinagent.report.tree import drawn_tree, tree_depth
 from reinagent.report.tables import (
     comparison_table, concurrency_line, duration, error_table, trial_table, usage_table,
 )
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
+from reinagent.terminal import plain_data
 
 HERE = Path(__file__).resolve().parent
 MAX_COMPARED = 50  # runs on one comparison page or plot: its curves are unreadable well before this
@@ -44,7 +45,8 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
     cache = RunCache()
     # the report's templates too: a task page draws search trees with the HTML report's macro
     loader = ChoiceLoader([FileSystemLoader(HERE / "templates"), PackageLoader("reinagent.report", "templates")])
-    env = Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
+    # finalize: every shown value without escape sequences or bidi overrides, as in report.html
+    env = Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]), finalize=shown_text)
     # breakable: run ids and model paths may wrap after a slash (and nowhere else) in narrow columns
     env.filters.update(duration=duration, clip=clip, breakable=wbr, wbr=wbr, num=tree_number)
     templates = Jinja2Templates(env=env)
@@ -54,7 +56,9 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
     app.add_middleware(Guard, settings=GuardSettings.of(token, allow_hosts, token_cookie="reinagent_view_token"))
 
     def run_dirs() -> dict[str, Path]:
-        found = discover(root)
+        """The runs this viewer serves: those under `root` that stay under it (a link to a run
+        elsewhere, or to a spec.json elsewhere, served files outside the folder; issue 54)."""
+        found = [p for p in discover(root) if outside(p, root) is None]
         return {(p.relative_to(root).as_posix() if p != root else p.name): p for p in found}
 
     def info(run_id: str) -> RunInfo:
@@ -72,33 +76,35 @@ def create_app(root: str | Path, *, token: str | None = None, allow_hosts: tuple
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         if request.url.path.startswith("/api/"):
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+            return JSONResponse(plain_data({"detail": exc.detail}), status_code=exc.status_code)
         return page(request, "error.html", status_code=exc.status_code, status=exc.status_code,
                     detail=exc.detail, title=str(exc.status_code))
 
+    # The JSON endpoints too send run text `plain` (the pages insert it as text, where a bidi
+    # override still reorders what a reader sees)
     @app.get("/api/runs")
     def api_runs() -> dict[str, Any]:
-        infos, problems = list_runs(root, cache)
-        return {"root": str(root), "runs": [i.to_json() for i in infos], "problems": problems}
+        infos, problems = list_runs(root, cache, contained=True)
+        return plain_data({"root": str(root), "runs": [i.to_json() for i in infos], "problems": problems})
 
     @app.get("/api/runs/{run_id:path}/tasks/{number}")
     def api_task(run_id: str, number: int) -> dict[str, Any]:
         run_ = info(run_id)
         task_id = _task_id(cache.load(run_.run_dir), number)
         records = cache.load(run_.run_dir).records_of(task_id)
-        return {"run_id": run_id, "number": number, "task_id": task_id,
-                "question": task_question(records[0] if records else None),
-                "records": [r.model_dump(mode="json") for r in records]}
+        return plain_data({"run_id": run_id, "number": number, "task_id": task_id,
+                           "question": task_question(records[0] if records else None),
+                           "records": [r.model_dump(mode="json") for r in records]})
 
     @app.get("/api/runs/{run_id:path}")
     def api_run(run_id: str) -> dict[str, Any]:
         run_ = info(run_id)
         tasks = [asdict(row) for row in task_rows(cache.load(run_.run_dir))]
-        return {**run_.to_json(), "summary": run_.summary, "tasks": tasks}
+        return plain_data({**run_.to_json(), "summary": run_.summary, "tasks": tasks})
 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request):
-        infos, problems = list_runs(root, cache)
+        infos, problems = list_runs(root, cache, contained=True)
         return page(request, "runs.html", runs=infos, problems=problems, title="runs")
 
     @app.get("/runs/{run_id:path}/tasks/{number}", response_class=HTMLResponse)
