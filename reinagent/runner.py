@@ -97,6 +97,7 @@ class RunRef:
 def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
     """What a new run records in spec.json: its settings (no password), its tasks, where it ran."""
     from reinagent import __version__
+    from reinagent.llm import model_files
     from reinagent.provenance import git_commit, package_versions, python_version
     from reinagent.seal import SEAL_FIELD, seal
 
@@ -116,6 +117,7 @@ def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
         git_commit=git_commit(),
         hostname=socket.gethostname(),
         command=redact_argv(sys.argv),
+        model_files=model_files(plan.file_models) if plan.file_models else {},
         # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
         # deterministic: the local engine decoded one sequence at a time (greedy text independent
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
