@@ -231,3 +231,30 @@ def _only_errors(proc: subprocess.CompletedProcess) -> subprocess.CompletedProce
             "warning: response cache")  # the response cache is in the read-only cache too: run without it
     kept = [line for line in proc.stderr.splitlines() if not line.startswith(said)]
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, "\n".join(kept) + "\n")
+
+
+def test_a_full_disk_while_dequantising_and_on_the_hf_engine_is_one_line(tmp_path, monkeypatch):
+    """The dequantised copy (`hf`, `--precision exact`, distillation) writes the same cache: a full
+    disk there is the same one line, and the hf engine passes it on as it is, not as "failed to load"."""
+    import asyncio
+
+    from reinagent.llm import hf, local
+
+    def full(gguf, target):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(local, "_convert_gguf", full)
+    with pytest.raises(ConfigError, match=r"the dequantised copy of m\.gguf: cannot write the models cache .*: the disk is full"):
+        local.convert_gguf(tmp_path / "m.gguf", tmp_path / "models" / "m-123")
+
+    def cannot(source, device, cache_root):
+        local.convert_gguf(tmp_path / "m.gguf", tmp_path / "models" / "m-123")
+
+    pytest.importorskip("torch")
+    monkeypatch.setattr(hf, "_load", cannot)
+    llm = hf.HFLLM(None, name="hf")
+    from reinagent.llm.base import GenerationParams
+    from reinagent.records import Message
+
+    with pytest.raises(ConfigError, match="the disk is full"):
+        asyncio.run(llm.generate([Message(role="user", content="Hi")], GenerationParams(max_tokens=1)))

@@ -127,8 +127,9 @@ def test_spec_records_the_file_each_local_model_ran_and_its_sha256(site, tmp_pat
     assert records["local:fake-model"] == {"path": str(packaged.model_file(model)), "packaged": "Fake/Model",
                                            "sha256": model.sha256}
     folder = records["local:./fake-model"]
-    assert folder["path"] == "fake-model" and len(folder["contents_sha256"]) == 64 and "packaged" not in folder
-    assert records["ov:own.gguf"] == {"path": "own.gguf", "sha256": hashlib.sha256(b"GGUF own").hexdigest()}
+    assert folder["path"] == str(tmp_path / "fake-model") and len(folder["contents_sha256"]) == 64
+    assert "packaged" not in folder
+    assert records["ov:own.gguf"] == {"path": str(tmp_path / "own.gguf"), "sha256": hashlib.sha256(b"GGUF own").hexdigest()}
     assert set(records) == {"local:fake-model", "local:./fake-model", "ov:own.gguf"}  # no file: nothing recorded
     (tmp_path / "fake-model" / "config.json").write_text('{"model_type": "llama", "x": 1}')
     assert model_files(("local:./fake-model",))["local:./fake-model"]["contents_sha256"] != folder["contents_sha256"]
@@ -196,3 +197,33 @@ def test_a_run_of_a_bare_name_beside_a_folder_of_it_runs_and_records_the_package
     assert spec.model_files["local:fake-model"] == {
         "path": str(tmp_path / "cache" / "models" / "fake-model.gguf"), "packaged": "Fake/Model", "sha256": model.sha256}
     assert records and all(r.error is None for r in records)
+
+
+@pytest.mark.slow
+def test_a_resume_records_a_local_file_replaced_since_the_run(tmp_path):
+    """A run of local:./model.gguf records its sha256; the file replaced and the run resumed (a
+    finished run: no model call), spec.json's history names the old and the new file."""
+    pytest.importorskip("openvino_genai")
+    import os
+
+    from reinagent.llm.local import embedded_gguf
+    from reinagent.runner import load_run
+    from tests.conftest import run_cli
+
+    model = tmp_path / "model.gguf"
+    os.link(embedded_gguf(), model)
+    run = tmp_path / "run"
+    proc = run_cli("run", "--benchmark", "arithmetic", "--num-envs", "1", "--num-trials", "1", "--model", "local:./model.gguf",
+                   "--run-dir", str(run), "--no-cache", cwd=tmp_path, env={"REINAGENT_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    first = load_run(run)[0].model_files["local:./model.gguf"]
+    assert first == {"path": str(model), "sha256": hashlib.sha256(embedded_gguf().read_bytes()).hexdigest()}
+    model.unlink()
+    model.write_bytes(b"GGUF another model")
+    assert run_cli("resume", str(run), "--quiet", cwd=tmp_path).returncode == 0
+    spec = load_run(run)[0]
+    now = {"path": str(model), "sha256": hashlib.sha256(b"GGUF another model").hexdigest()}
+    assert spec.model_files["local:./model.gguf"] == now
+    assert spec.history[-1].changes == {"model_files": {"local:./model.gguf": {"from": first, "to": now}}}
+    assert run_cli("resume", str(run), "--quiet", cwd=tmp_path).returncode == 0
+    assert len(load_run(run)[0].history) == len(spec.history)  # the same file again: nothing new

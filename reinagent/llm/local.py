@@ -231,7 +231,7 @@ def file_record(path: str | None, root: str | None = None) -> dict[str, Any]:
 
     source = embedded_gguf() if path is None else existing(path)
     named = None if path is None else packaged.lookup(path)
-    record: dict[str, Any] = {"path": str(source)}
+    record: dict[str, Any] = {"path": str(source.absolute())}
     if named is not None:
         record["packaged"] = named.title
     if source.is_dir():
@@ -271,6 +271,13 @@ def converted_dir(gguf: Path, root: str | None = None) -> Path:
 def convert_gguf(gguf: Path, target: Path) -> None:
     """Dequantise `gguf` into a HF directory at `target`, atomically: written to a temporary
     sibling and renamed, so a killed conversion leaves no half cache behind."""
+    from reinagent.llm.cache_files import writing
+
+    with writing(target.parent, f"the dequantised copy of {gguf.name}"):  # a full disk: one line
+        _convert_gguf(gguf, target)
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
