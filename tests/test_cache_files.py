@@ -161,8 +161,10 @@ def test_disk_errors_while_writing_the_cache_are_one_line_naming_the_fix(tmp_pat
     line = str(err.value)
     assert line.startswith(f"local:x: cannot write the models cache {tmp_path}: {says}") and "\n" not in line
     assert "REINAGENT_CACHE_DIR" in line
-    if code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+    if code in (errno.ENOSPC, errno.EDQUOT):
         assert "free space there (about 2.0 GB)" in line
+    if code == errno.EFBIG:
+        assert "lift the limit (ulimit -f unlimited) (about 2.0 GB)" in line
 
 
 def test_other_os_errors_and_unreadable_sources_are_not_called_a_cache_problem(tmp_path):
@@ -188,6 +190,7 @@ def test_a_file_size_limit_while_assembling_is_one_line_exit_2(site, tmp_path):
     assert proc.returncode == 2, proc.stderr
     one_line_error(_only_errors(proc), "local:fake-model: cannot write the models cache",
                    "a file size limit (ulimit -f) stops the write", "REINAGENT_CACHE_DIR")
+    assert proc.stderr.count("assembling 2 parts") == 1  # tried once, not once per question about the file
     assert not (tmp_path / "run").exists()
     assert not (tmp_path / "cache" / "models" / "fake-model.gguf").exists()
 

@@ -111,8 +111,9 @@ def writing(folder: Path, what: str, needs: int = 0) -> Iterator[None]:
         if why is None or (err.errno in (errno.EACCES, errno.EPERM) and _can_write(folder)):
             raise  # not the cache's fault: a source file that cannot be read, say
         room = f" (about {needs / 1e9:.1f} GB)" if needs else ""
-        fix = (f"free space there{room}" if err.errno in _FULL else "make it writable") + \
-            ", or set REINAGENT_CACHE_DIR to a writable folder with room"
+        fix = {errno.EFBIG: f"lift the limit (ulimit -f unlimited){room}"}.get(
+            err.errno, f"free space there{room}" if err.errno in _FULL else "make it writable")
+        fix += ", or set REINAGENT_CACHE_DIR to a writable folder with room"
         raise ConfigError(f"{what}: cannot write the models cache {folder}: {why} ({os.strerror(err.errno)}); {fix}") from None
 
 

