@@ -53,12 +53,19 @@ def cli_with_fake_model(model: PackagedModel, site: Path, cache: Path, run_dir: 
         argv = ["unshare", "-m", "sh", "-c", mount, str(read_only), *argv]
     env = {**os.environ, "REINAGENT_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT)}
     if read_only is not None and os.geteuid() != 0:
-        read_only.chmod(0o555)
+        _chmod_tree(read_only, 0o555, 0o444)
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env, cwd=cwd)
     finally:
-        if read_only is not None:
-            read_only.chmod(0o755)
+        if read_only is not None and os.geteuid() != 0:
+            _chmod_tree(read_only, 0o755, 0o644)
+
+
+def _chmod_tree(root: Path, folders: int, files: int) -> None:
+    for folder, _, names in os.walk(root):
+        os.chmod(folder, folders)
+        for name in names:
+            os.chmod(os.path.join(folder, name), files)
 
 
 def linked_model(site: Path, source: Path) -> PackagedModel:

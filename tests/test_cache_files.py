@@ -174,6 +174,16 @@ def test_other_os_errors_and_unreadable_sources_are_not_called_a_cache_problem(t
         raise PermissionError(errno.EACCES, "a source file")
 
 
+def test_a_cache_folder_not_writable_by_you_is_named_so(tmp_path, monkeypatch):
+    """What a non-root user meets in a chmod'ed cache (root here is not stopped by chmod, so the
+    folder's answer to access(2) stands in)."""
+    monkeypatch.setattr(cache_files, "_can_write", lambda folder: folder != tmp_path)
+    with pytest.raises(ConfigError, match=r"^local:x: cannot write the models cache .*: it is not writable by you "
+                                          r"\(Permission denied\); make it writable, or set REINAGENT_CACHE_DIR"):
+        with writing(tmp_path, "local:x"):
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+
 def _can_mount_read_only(tmp_path: Path) -> bool:
     if os.geteuid() != 0:
         return True  # chmod does it
@@ -261,3 +271,15 @@ def test_a_full_disk_while_dequantising_and_on_the_hf_engine_is_one_line(tmp_pat
 
     with pytest.raises(ConfigError, match="the disk is full"):
         asyncio.run(llm.generate([Message(role="user", content="Hi")], GenerationParams(max_tokens=1)))
+
+
+def test_a_gguf_file_you_cannot_write_is_named_before_the_engine_opens_it(tmp_path, monkeypatch):
+    """As a non-root user meets it (chmod 444): access(2) says no, and the one line says why."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    cache_files.check_engine_can_open(model)  # writable: nothing to say
+    cache_files.check_engine_can_open(tmp_path)  # an IR folder: the engine does not write it
+    monkeypatch.setattr(cache_files.os, "access", lambda path, mode: mode != os.W_OK)
+    with pytest.raises(ConfigError, match=r"^model file .*m\.gguf is not writable by you, and OpenVINO GenAI opens a GGUF "
+                                          r"file for writing even to read it; make it writable"):
+        cache_files.check_engine_can_open(model)
