@@ -53,6 +53,7 @@ class Plan:
     checks: PreflightSettings | None  # what preflight.preflight asks of running things; None: nothing to ask
     reflection_examples: str  # the Reflector's examples for this agent and --reflection-prompt
     executor: ExecutorSettings
+    file_models: tuple[str, ...] = ()  # the models read from a local file (spec.json records its sha256)
 
     @property
     def constrained(self) -> bool:
@@ -102,6 +103,8 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         executor=ExecutorSettings(name=config.executor, ray_address=config.ray_address,
                                   models=(config.actor_model, config.reflection_model), base_url=config.base_url,
                                   precision=config.precision, run_settings=config.model_dump_json()),
+        file_models=tuple(m for m, kind in zip((config.actor_model, config.reflection_model), kinds)
+                          if kind in ("local", "hf")),
     )
 
 

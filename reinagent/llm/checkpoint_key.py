@@ -19,9 +19,13 @@ import uuid
 from pathlib import Path
 
 # The files a copy is made from: weights (safetensors, torch .bin), config and generation config,
-# tokenizer files (json, sentencepiece .model, merges/vocab .txt, tiktoken). Optimizer states and
-# the like (.pt) are not part of the model.
-_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".txt", ".tiktoken")
+# tokenizer files (json, sentencepiece .model, merges/vocab .txt, tiktoken), the chat template
+# (chat_template.jinja, which gguf_export and transformers read before tokenizer_config.json's;
+# an edited one reused the stale copy: issue 54) and transformers' named templates in
+# additional_chat_templates/; and an OpenVINO IR's graph (.xml), for spec.json's record of an IR
+# folder. Optimizer states and the like (.pt) are not part of the model.
+_SUFFIXES = (".safetensors", ".bin", ".json", ".model", ".txt", ".tiktoken", ".jinja", ".xml")
+_TEMPLATES = "additional_chat_templates"  # transformers' folder of named chat templates (*.jinja)
 _INDEX = "digests.json"
 _MAX_ENTRIES = 2000  # the remembered digests: a few checkpoints' files each; oldest dropped first
 
@@ -29,10 +33,16 @@ _MAX_ENTRIES = 2000  # the remembered digests: a few checkpoints' files each; ol
 def checkpoint_key(folder: Path, cache: Path) -> str:
     """10 hex digits naming the contents of `folder`'s model files (and their names); digests
     remembered under `cache` (the models cache) so an unchanged checkpoint is not read again."""
+    return contents_sha256(folder, cache)[:10]
+
+
+def contents_sha256(folder: Path, cache: Path) -> str:
+    """The sha256 naming the contents of `folder`'s model files and their names (checkpoint_key's
+    long form; spec.json records it for a model directory)."""
     index = _load(cache / _INDEX)
     whole = hashlib.sha256()
     changed = False
-    for path in sorted(p for p in folder.iterdir() if p.name.endswith(_SUFFIXES) and p.is_file()):
+    for path in model_files(folder):
         st = path.stat()  # follows links: a linked file is keyed by what it holds
         stamp = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
         digest = index.get(stamp)
@@ -40,10 +50,17 @@ def checkpoint_key(folder: Path, cache: Path) -> str:
             digest = _file_digest(path)
             index[stamp] = digest
             changed = True
-        whole.update(f"{path.name}\0{digest}\n".encode())
+        whole.update(f"{path.relative_to(folder)}\0{digest}\n".encode())
     if changed:
         _save(cache / _INDEX, index)
-    return whole.hexdigest()[:10]
+    return whole.hexdigest()
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The files of `folder` a copy of the model is made from, in a fixed order."""
+    templates = folder / _TEMPLATES
+    extra = sorted(templates.glob("*.jinja")) if templates.is_dir() else []
+    return [p for p in sorted(folder.iterdir()) + extra if p.name.endswith(_SUFFIXES) and p.is_file()]
 
 
 def _file_digest(path: Path) -> str:
@@ -52,10 +69,12 @@ def _file_digest(path: Path) -> str:
 
 
 def _load(path: Path) -> dict[str, str]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # none yet, or a torn/garbled index: the digests are computed again
+    """The remembered digests; none for a missing, torn or garbled index, or one that is not a
+    small regular file (a planted FIFO or a link to /dev/zero: read_json neither hangs nor fills
+    memory): the digests are computed again."""
+    from reinagent.llm.cache_files import read_json
+
+    data = read_json(path)
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 

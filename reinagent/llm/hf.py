@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reinagent.errors import ModelError
+from reinagent.errors import ConfigError, ModelError
 from reinagent.llm.base import LLM, Completion, GenerationParams, call_seed, strip_stop
 from reinagent.records import Message
 
@@ -46,8 +46,6 @@ class HFLLM(LLM):
         self.name = name or ("hf" if path is None else f"hf:{path}")
         self.source = embedded_gguf() if path is None else existing(path)
         if kind_of(self.source) == "ir":
-            from reinagent.errors import ConfigError
-
             raise ConfigError(f"{self.source} is an OpenVINO IR directory: load it with local:PATH, not hf:PATH")
         require_transformers(gguf=kind_of(self.source) == "gguf")
         self.device = device
@@ -120,6 +118,8 @@ class _Worker:
             raise ModelError(self._error)
         try:
             self.loaded = _load(self.source, self.device, self.cache_root)
+        except ConfigError:
+            raise  # a full or read-only models cache: one line naming its fix (llm/cache_files.py)
         except Exception as err:  # noqa: BLE001 - every later call gets the same reason
             self._error = f"model {self.source.name} failed to load: {type(err).__name__}: {err}"
             raise ModelError(self._error) from None

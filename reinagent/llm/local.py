@@ -91,7 +91,18 @@ def check_exportable(source: Path, precision: str) -> None:
 
 def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
     """The file or folder OpenVINO loads for `source` at `precision`, made now if need be.
-    Slow on the first call (a GGUF dequantisation and an export: a minute on two cores)."""
+    Slow on the first call (a GGUF dequantisation and an export: a minute on two cores). A full
+    or read-only cache, or a GGUF file the engine cannot open (it opens it for writing), is one
+    ConfigError line (llm/cache_files.py)."""
+    from reinagent.llm.cache_files import check_engine_can_open, writing
+
+    with writing(models_cache(root), f"model local:{source}"):
+        prepared = _prepare(source, precision, root)
+    check_engine_can_open(prepared.path)
+    return prepared
+
+
+def _prepare(source: Path, precision: str, root: str | None) -> Prepared:
     kind = kind_of(source)
     if kind == "ir" or (kind == "gguf" and precision == "fast"):
         return Prepared(source, kind)
@@ -211,6 +222,27 @@ def existing(path: str) -> Path:
     raise ConfigError(f"local model path {path} is not a .gguf file, an OpenVINO IR directory (openvino_model.xml) or a Hugging Face model directory (config.json)")
 
 
+def file_record(path: str | None, root: str | None = None) -> dict[str, Any]:
+    """What spec.json records of the local model `path` (None: the embedded one): the file or
+    folder it reads and its sha256 (a folder's: of its model files and their names, the long form
+    of its checkpoint key), and for a packaged name which model that is. Hashed once per process."""
+    from reinagent.llm import packaged
+    from reinagent.llm.cache_files import file_sha256
+
+    source = embedded_gguf() if path is None else existing(path)
+    named = None if path is None else packaged.lookup(path)
+    record: dict[str, Any] = {"path": str(source.absolute())}
+    if named is not None:
+        record["packaged"] = named.title
+    if source.is_dir():
+        from reinagent.llm.checkpoint_key import contents_sha256
+
+        record["contents_sha256"] = contents_sha256(source, models_cache(root))
+    else:
+        record["sha256"] = file_sha256(source)
+    return record
+
+
 def require_transformers(gguf: bool) -> None:
     """transformers and what a GGUF conversion needs (the `hf` extra), or a ConfigError."""
     needed = ["torch", "transformers", "safetensors"] + (["gguf", "accelerate"] if gguf else [])
@@ -239,6 +271,13 @@ def converted_dir(gguf: Path, root: str | None = None) -> Path:
 def convert_gguf(gguf: Path, target: Path) -> None:
     """Dequantise `gguf` into a HF directory at `target`, atomically: written to a temporary
     sibling and renamed, so a killed conversion leaves no half cache behind."""
+    from reinagent.llm.cache_files import writing
+
+    with writing(target.parent, f"the dequantised copy of {gguf.name}"):  # a full disk: one line
+        _convert_gguf(gguf, target)
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

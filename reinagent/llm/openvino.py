@@ -161,7 +161,9 @@ class OVEngine:
             pipe, tokenizer = self._load()
         except BaseException as err:  # noqa: BLE001 - every waiting caller gets the reason
             self._loaded.set()
-            self._drain_failing(ModelError(f"model {self.source.name} failed to load: {type(err).__name__}: {err}"))
+            # a ConfigError (a full or read-only cache, a file the engine cannot open) names its fix as it is
+            self._drain_failing(err if isinstance(err, ConfigError) else
+                                ModelError(f"model {self.source.name} failed to load: {type(err).__name__}: {err}"))
             return
         self._loaded.set()
         active: dict[int, _Request] = {}
