@@ -24,6 +24,7 @@ from reinagent.benchmarks.base import Task
 from reinagent.memory import memory_before
 from reinagent.records import TrialRecord, Usage, stops_loop
 from reinagent.terminal import shell_word
+from reinagent.strategy import repeated_retries
 
 Key = tuple[str, int]
 
@@ -45,9 +46,18 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
     if missing:
         await warm_up_if(exp, missing)
         await write_missing_reflections(exp, done, limit)
+    pending = [trial for trial in range(1, cfg.num_trials + 1) if _pending(exp, done, trial)]
+    if not pending and not missing:  # a resume of a finished run: one plain line, no "attempted 0" per trial
+        errored = sum(r.error is not None for r in done.values())
+        _emit(f"nothing to do: every task's loop has ended ({len(done)} records over {cfg.num_trials} trial(s)); "
+              "--num-trials N adds trials" + (f", --retry-errors redoes the {errored} that errored" if errored else "")
+              + ", --from-trial K redoes trial K and later")
+        return
+    if pending and max(pending) > 1 and (why := repeated_retries(cfg.strategy, cfg.temperature, cfg.rollout, cfg.num_trials)):
+        _emit(f"warning: {why}")
     executor = make_executor(exp, EpisodeParts(run_episode, warm_up_if, rebuild), exp.plan.executor)
     try:
-        if any(_pending(exp, done, trial) for trial in range(1, cfg.num_trials + 1)):
+        if pending:
             await executor.start()  # a local model loads (or a cluster is joined) once work exists
         if getattr(cfg, "schedule", "pipeline") == "barrier":
             await _barrier(exp, executor, done, limit, progress)
@@ -316,6 +326,12 @@ def _print_summary(exp, trial: int, done, wall_s: float, this: list[TrialRecord]
     evaluator = _evaluator(exp)
     solved_cum = len({tid for (tid, t), r in done.items()
                       if t <= trial and r.success and (t == trial or stops_loop(r, evaluator))})
+    if not this:  # nothing of this trial ran now (a resume): no "attempted 0, solved 0" beside its records
+        before = sum(t == trial for (_, t) in done)
+        _emit(f"trial {trial}/{exp.config.num_trials}: nothing left to run ("
+              + (f"{before} records from before" if before else "every task's loop had ended")
+              + f"), cumulative {solved_cum}/{n} ({100 * solved_cum / max(n, 1):.1f}%)", bar)
+        return
     errors = sum(r.error is not None for r in this)
     usage = Usage()
     for r in this:

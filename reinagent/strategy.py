@@ -57,3 +57,25 @@ def memory_block(
         lessons = "\n".join(f"- {r.strip()}" for r in reflections)
         parts.append(f"{REFLECTIONS_HEADER}\n{lessons}")
     return "\n\n".join(parts)
+
+
+# Rollouts whose retries decode at the run's --temperature (tot and mcts sample their steps at
+# --search-temperature; a registered rollout of one's own may do anything: not judged here).
+GREEDY_ROLLOUTS = ("react", "multi-turn")
+
+
+def repeated_retries(strategy: ReflexionStrategy | str | None, temperature: float | None, rollout: str | None,
+                     num_trials: int | None) -> str | None:
+    """Why the run's retries repeat its first attempts, or None: NONE carries nothing over, so a
+    retry's prompt is trial 1's, and a greedy decode (temperature 0) of the same prompt gives the
+    same reply (the response cache even answers it without asking the model). A newcomer's NONE
+    run at the default temperature answered 24 of 24 retry calls from the cache, and its "NONE
+    solved nothing more" measured nothing (issue 54). Said on stderr at start and in the report."""
+    if str(getattr(strategy, "value", strategy)) != ReflexionStrategy.NONE.value or (num_trials or 0) < 2:
+        return None
+    if (rollout or "react") not in GREEDY_ROLLOUTS or (temperature or 0.0) > 0:
+        return None
+    return ("strategy none retries at temperature 0: a retry's prompt is trial 1's (none carries nothing "
+            "over) and a greedy decode of the same prompt repeats its reply, so later trials solve "
+            "nothing trial 1 did not; to measure retrying, sample the retries: --temperature 0.7 "
+            "--first-trial-temperature 0")

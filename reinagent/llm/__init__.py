@@ -209,10 +209,23 @@ def check_models(models: tuple[str, ...], base_url: str | None = None, api_key_e
             from reinagent.llm.scripted import check_script
 
             collect(problems, check_script, Path(model.removeprefix("scripted:")))
+        if kind in ("local", "hf") and ":" in model:
+            collect(problems, check_local_path, model.split(":", 1)[1])
     for extra in needed_extras(models, base_url, kinds):
         collect(problems, require_extra, extra, f"model {models[0]!r}")
     raise_all(problems)
     return kinds
+
+
+def check_local_path(path: str) -> None:
+    """local:PATH / hf:PATH naming no model file or folder is refused while resolving: it once
+    failed when the model was built, after the run directory was made (and then removed). A
+    packaged model's name is checked where its parts are assembled (packaged.py), not here."""
+    from reinagent.llm import packaged
+    from reinagent.llm.local import existing
+
+    if packaged.lookup(path) is None:
+        existing(path)  # a stat or two: the ConfigError names what a model path may be
 
 
 def _check_model_flags(models: tuple[str, ...], kinds: tuple[str, ...], base_url: str | None,

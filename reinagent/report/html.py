@@ -23,7 +23,8 @@ from reinagent.report.rollouts import rollout_table
 from reinagent.report.programming import own_tests_line, retry_unchanged_line
 from reinagent.report.significance import first_program_line, first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
-    Table, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table, usage_table,
+    Table, comparison_table, concurrency_line, duration, error_table, reference_line, run_warnings, trial_table,
+    trial_time_line, usage_table,
 )
 from reinagent.report.trajectory import evaluation_note, gold_of, outcome, task_prompt, task_question
 from reinagent.report.tree import drawn_tree, tree_depth
@@ -59,6 +60,7 @@ def report_html(runs: list[LoadedRun], *, title: str = "reinagent report", max_t
         title=title, css=Markup(stylesheet()), generated=time.strftime("%Y-%m-%d %H:%M:%S"),
         num_runs=len(runs),
         comparison=comparison_table(summaries) if len(runs) > 1 else None,
+        warnings=run_warnings(summaries) if len(runs) > 1 else [],
         rollouts=rollout_table(summaries) if len(runs) > 1 else None,
         significance=significance_table(summaries) if len(runs) > 1 else None,
         retries=retry_table(summaries) if len(runs) > 1 else None,
@@ -107,6 +109,7 @@ def _run_view(run: LoadedRun, index: int, max_tasks: int | None) -> dict[str, An
             "usage": usage_table(s), "errors": error_table(s), "num_tasks": len(task_ids),
             "first_vs_last": first_vs_last_line(s), "first_program": first_program_line(s), "retry": retry_line(s), "timing": concurrency_line(s),
             "retry_unchanged": retry_unchanged_line(s), "own_tests": own_tests_line(s),
+            "trial_time": trial_time_line(s), "warnings": run_warnings([s]),
             "reference": reference_line(s).replace("`", ""),
             "tasks": [_task_view(task_id, run.records_of(task_id), run.solved_at(task_id)) for task_id in shown]}
 

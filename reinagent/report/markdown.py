@@ -11,8 +11,8 @@ from reinagent.report.rollouts import rollout_table
 from reinagent.report.programming import own_tests_line, retry_unchanged_line
 from reinagent.report.significance import first_program_line, first_vs_last_line, retry_line, retry_table, significance_table
 from reinagent.report.tables import (
-    Table, cache_warnings, comparison_table, concurrency_line, duration, error_table, reference_line, trial_table,
-    usage_table,
+    Table, comparison_table, concurrency_line, duration, error_table, reference_line, run_warnings, trial_table,
+    trial_time_line, usage_table,
 )
 
 
@@ -25,11 +25,16 @@ def report_markdown(summaries: list[dict[str, Any]]) -> str:
 
 def comparison_markdown(summaries: list[dict[str, Any]]) -> str:
     """Only the side-by-side table: one column per run, labelled agent/strategy/model."""
-    warnings = "".join(f"\n> **warning:** {_escape(w)}\n" for w in cache_warnings(summaries))
-    return (f"# Comparison of {len(summaries)} runs\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
+    warnings = "".join(f"\n> **warning:** {_escape(w)}\n" for w in run_warnings(summaries))
+    return (f"# Comparison of {runs_count(len(summaries))}\n\n{table_markdown(comparison_table(summaries))}\n{warnings}"
             f"\n## By rollout\n\n{table_markdown(rollout_table(summaries))}\n"
             f"\n## More than chance?\n\nExact McNemar tests pair each task with itself; the last trial counts "
             f"cumulative success.\n\n{table_markdown(significance_table(summaries))}\n" + _retry_section(summaries))
+
+
+def runs_count(n: int) -> str:
+    """'1 run', '2 runs' (a notebook compares the runs it finds: sometimes one)."""
+    return f"{n} run" + ("" if n == 1 else "s")
 
 
 def _retry_section(summaries: list[dict[str, Any]]) -> str:
@@ -76,9 +81,11 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(trial_table(s)),
         "",
+        *([line, ""] if (line := trial_time_line(s)) else []),
         *([f"success rate {s['success_rate']:.1%}: {s['judged_by']}", ""] if s.get("judged_by") else []),
-        *([line, ""] if (line := first_vs_last_line(s)) else []),
+        # the single attempt first: a programming run's trial 1 leaves out right first programs it retried
         *([line, ""] if (line := first_program_line(s)) else []),
+        *([line, ""] if (line := first_vs_last_line(s)) else []),
         *([line, ""] if (line := retry_line(s)) else []),
         *([line, ""] if (line := retry_unchanged_line(s)) else []),
         *([line, ""] if (line := own_tests_line(s)) else []),
@@ -90,7 +97,7 @@ def run_markdown(s: dict[str, Any], level: int = 1) -> str:
         "",
         table_markdown(usage_table(s)),
         "",
-        *[f"> **warning:** {_escape(w)}\n" for w in cache_warnings([s])],
+        *[f"> **warning:** {_escape(w)}\n" for w in run_warnings([s])],
         concurrency_line(s),
         "",
         f"{h}# Errors ({len(s.get('errors') or [])})" if errors[1] else "no errors",

@@ -134,7 +134,21 @@ def first_vs_last_line(s: dict[str, Any]) -> str | None:
                     f"{s['num_tasks']} tasks have not been attempted in every trial yet)")
         return None
     return (f"trial 1 -> trial {s['num_trials']}: {f['first']} -> {f['last']} of {s['num_tasks']} tasks solved "
-            f"(+{f['gained']}, -{f['lost']}), McNemar exact {verdict(f['p_mcnemar'])}")
+            f"(+{f['gained']}, -{f['lost']}), McNemar exact {verdict(f['p_mcnemar'])}" + _retried_right(s, f))
+
+
+def _retried_right(s: dict[str, Any], f: dict[str, Any]) -> str:
+    """What trial 1's count leaves out under --evaluator internal: a right first program that
+    failed its own (wrong) tests was retried, so trial 1 does not count it, and the gain from
+    trial 1 read as the method's while pass@1 was below the single attempt ("6 -> 8 (+2)" beside
+    "single attempt 9 -> 8", issue 54). '' when the single attempt is trial 1's count."""
+    single = s.get("first_program_vs_pass_at_1")
+    if not single or single["single"] == f["first"]:
+        return ""
+    retried = len(set(s["solved_tasks"]["first_program"]) - set(s["solved_tasks"]["first_trial"]))
+    return (f"; trial 1 leaves out {retried} first program(s) that pass the hidden tests but failed their own "
+            f"tests and were retried: against the single attempt it is {single['single']} -> {single['final']} "
+            f"(+{single['gained']}, -{single['lost']})")
 
 
 def significance_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -144,24 +158,37 @@ def significance_table(summaries: list[dict[str, Any]]) -> tuple[list[str], list
 
     header = ["run", "trial 1 -> last trial (paired)", "vs NONE at the last trial", "McNemar (same tasks)",
               "two-proportion z"]
+    # programming runs judged after the loop: their single attempt beside trial 1, which counts only
+    # the loops that ended at trial 1 (a right first program its own tests failed is not in it)
+    singles = any(s.get("first_program_vs_pass_at_1") for s in summaries)
+    if singles:
+        header.insert(2, "single attempt -> pass@1 (paired)")
     rows = []
     for label, s in zip(unique_labels(summaries), summaries):
         f = first_vs_last(s)
         own = "n/a" if f is None else f"{f['first']} -> {f['last']}/{s['num_tasks']}: {verdict(f['p_mcnemar'])}"
         if unattempted(s):
             own = f"n/a (partial run: {unattempted(s)} tasks not attempted)"
+        own = [own, _single_cell(s)] if singles else [own]
         base = baseline_of(s, summaries) if s.get("solved_tasks") else None
         if base is None:
-            rows.append([label, own, "n/a", "n/a", "n/a"])
+            rows.append([label, *own, "n/a", "n/a", "n/a"])
             continue
         if unattempted(s) or unattempted(base):
-            rows.append([label, own, "-", "n/a (partial run)", "n/a (partial run)"])
+            rows.append([label, *own, "-", "n/a (partial run)", "n/a (partial run)"])
             continue
         b = between_runs(base, s)
         mcnemar = "tasks differ" if b["p_mcnemar"] is None else f"+{b['gained']} -{b['lost']}: {verdict(b['p_mcnemar'])}"
-        rows.append([label, own, f"{b['other']}/{b['n_other']} vs {b['base']}/{b['n_base']}", mcnemar,
+        rows.append([label, *own, f"{b['other']}/{b['n_other']} vs {b['base']}/{b['n_base']}", mcnemar,
                      f"z={b['z']:.2f}, {verdict(b['p_z'])}"])
     return header, rows
+
+
+def _single_cell(s: dict[str, Any]) -> str:
+    g = s.get("first_program_vs_pass_at_1")
+    if not g:
+        return "n/a"
+    return f"{g['single']} -> {g['final']}/{s['num_tasks']} (+{g['gained']} -{g['lost']}): {verdict(g['p_mcnemar'])}"
 
 
 def retry_after_failure(s: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,6 +10,8 @@ must not rely on being the only keys. `rollout` (react when the config names non
 `rollout_stats` (nodes expanded, model calls and tokens per solved task) are defined in
 report/rollouts.py. `reference`: {preset, departures: [{setting, value, reference, source}]},
 departures [] when the run's settings are the reference code's, null for a benchmark it never ran.
+`retries_repeat`: {why, calls, cached} when the retries repeat the first attempts (NONE at
+temperature 0: the retries' actor calls, and how many the response cache answered), else null.
 
 Usage is what the run *paid*: a call answered from the response cache counts as a hit with no
 tokens and no cost. `usage.if_uncached` (and per role) counts every call at the tokens and cost
@@ -184,6 +186,7 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         # the preset and where the settings differ from the reference code's (reinagent/reference.py)
         "reference": departures_summary(cfg),
         "rollout_stats": rollout_stats(records, final["solved_cumulative"]),
+        "retries_repeat": _retries_repeat(cfg, num_trials, records),
     }
     if steps:
         _as_training(summary, records)
@@ -203,6 +206,19 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
     summary["retry_after_failure"] = retry_after_failure(summary)  # None below 2 trials
     summary["label"] = run_label(summary)
     return summary
+
+
+def _retries_repeat(cfg: dict[str, Any], num_trials: int, records: list[TrialRecord]) -> dict[str, Any] | None:
+    """{"why", "calls", "cached"} when the run's retries repeat its first attempts (NONE at
+    temperature 0: reinagent.strategy.repeated_retries) with the retries' actor calls and how many
+    the response cache answered; else None."""
+    from reinagent.strategy import repeated_retries
+
+    why = repeated_retries(cfg.get("strategy"), cfg.get("temperature"), cfg.get("rollout"), num_trials)
+    if why is None:
+        return None
+    calls = [c for r in records if r.trial > 1 for c in r.own_calls if c.role == "actor"]
+    return {"why": why, "calls": len(calls), "cached": sum(c.cached for c in calls)}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -85,6 +85,20 @@ def concurrency_line(s: dict[str, Any]) -> str:
     return line + f"; episodes {_summed(s.get('episode_s', 0.0))} summed"
 
 
+def trial_time_line(s: dict[str, Any]) -> str | None:
+    """How a trial's wall time is measured, when the trials' times add up to more than the run's
+    (a newcomer read that as a bug): under the pipeline schedule a task starts its next trial as
+    soon as its own ends, so trials overlap. None when they do not (the barrier schedule)."""
+    copied = set((s.get("copied") or {}).get("trials") or ())
+    summed = sum(t.get("wall_s") or 0.0 for t in s["trials"] if t["trial"] not in copied)
+    wall = s.get("wall_s") or 0.0
+    if not (summed > wall and math.isfinite(summed)) or s.get("training_steps"):
+        return None
+    return (f"a trial's wall time runs from its first episode's start to its last one's end; a task starts its "
+            f"next trial as soon as its own ends (the pipeline schedule), so trials overlap and their times "
+            f"add up to more than the run's ({duration(summed)} summed, {duration(wall)} for the run)")
+
+
 def _trials(numbers: list[int]) -> str:
     return ", ".join(str(n) for n in numbers)
 
@@ -92,6 +106,18 @@ def _trials(numbers: list[int]) -> str:
 def _summed(seconds: float | None) -> str:
     """A summed time, or "-" where none was measured (None: RL token rollouts)."""
     return "-" if seconds is None else duration(seconds)
+
+
+def run_warnings(summaries: list[dict[str, Any]]) -> list[str]:
+    """Every warning a report gives about its runs: retries that repeat the first attempts, then
+    runs mostly answered from the response cache."""
+    out = []
+    for label, s in zip(unique_labels(summaries), summaries):
+        if repeat := s.get("retries_repeat"):
+            cached = (f" (the response cache answered {repeat['cached']} of its retries' {repeat['calls']} actor "
+                      "calls: the same request again)") if repeat["cached"] else ""
+            out.append(f"{label}: {repeat['why']}{cached}")
+    return out + cache_warnings(summaries)
 
 
 def cache_warnings(summaries: list[dict[str, Any]]) -> list[str]:
@@ -132,6 +158,8 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
     ]
     if any(s.get("evaluator") for s in summaries):  # programming: what the success below is
         rows.append(["judged by", *[JUDGED.get(s.get("evaluator") or "", "-") for s in summaries]])
+    if any(s.get("first_program_vs_pass_at_1") for s in summaries):  # before trial 1: it counts every first program
+        rows.append(["single attempt (first programs, hidden tests) [95% CI]", *[_single_cell(s) for s in summaries]])
     for t in range(1, max(len(s["trials"]) for s in summaries) + 1):
         rows.append([f"solved by trial {t} [95% CI]", *[_trial_cell(s, t) for s in summaries]])
     rows += [
@@ -147,6 +175,12 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
         ["errors", *[str(s.get("num_errors", len(s.get("errors") or []))) for s in summaries]],
     ]
     return ["", *unique_labels(summaries)], rows
+
+
+def _single_cell(s: dict[str, Any]) -> str:
+    """Each task's first program judged by the hidden tests after the loop (report/significance.py)."""
+    g = s.get("first_program_vs_pass_at_1")
+    return format_rate(g["single"], s["num_tasks"]) if g else "-"
 
 
 def _trial_cell(s: dict[str, Any], trial: int) -> str:
