@@ -87,7 +87,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     say(f"model {args.model} on {device}, {os.cpu_count()} CPU cores, load average {load:.1f}; "
         f"{args.steps} steps x {args.batch_size} tasks x G={args.group_size}{' (async)' if args.async_mode else ''}")
-    trainers = ("trl", "reinagent") if args.compare else (args.trainer,)
+    trainers = ("trl", "reinagent") if args.compare and args.steps else (args.trainer,)  # no training: one set of rounds
     try:
         peaks = None if device.startswith("cuda") or not args.steps else matmul_peaks(args.threads, args.matmul_size)
         results = {name: measure(args, name, peaks) for name in trainers}
