@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -97,10 +98,12 @@ _SEPARATOR = re.compile(rf"^{_DECOR}(?:-{{3,}}|(?:{_ECHO}){_DECOR}:|example\s*\d
 _COPY_WORDS = 12  # a candidate whose first words stand in the examples is a copy of one
 
 
+@functools.lru_cache(maxsize=8)
 def _label(label: str) -> re.Pattern[str]:
-    """The label as a word of its own ("self-reflection:" is not "reflection:"), decorated or not."""
+    """The label as a word of its own ("self-reflection:" is not "reflection:"), decorated or not.
+    A match starts only where a run of decoration starts (the first lookbehind), so a reply of a million spaces or stars is scanned once, not once per character of the run."""
     words = r"\s+".join(re.escape(w) for w in label.rstrip(":").split())
-    return re.compile(rf"(?<![\w-]){_DECOR}{words}{_DECOR}:[*_]*", re.I)
+    return re.compile(rf"(?<![*_#>\[\] \t]){_DECOR}(?<![\w-]){words}{_DECOR}:[*_]*", re.I)
 
 
 def clean_reflection(text: str, label: str = PREFIX, examples: str = "") -> str:

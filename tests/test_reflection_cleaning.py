@@ -118,3 +118,12 @@ def test_the_committed_mbpp_reflections_lose_no_line_now():
     plain = [r for r in replies if "reflection:" not in r.lower() and not r.lower().startswith(("failed attempt", "task:"))]
     assert len(plain) >= 50
     assert all(clean_reflection(r) == r.strip() for r in plain)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pad", [" ", "*", "* "])
+def test_a_huge_reply_is_cleaned_in_one_pass(pad):
+    """Mutant: a label that may start anywhere inside a run of decoration -- a million-character run
+    is then scanned once per character (hours), and this test's timeout ends it."""
+    reply = "Failed attempt: x " + pad * 1_000_000 + "y\nReflection: my own words"  # the run ends on no label
+    assert clean_reflection(reply) == "my own words"
