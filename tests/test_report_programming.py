@@ -58,3 +58,25 @@ def test_the_report_json_of_a_coder_run_has_both(tmp_path, script):
     assert report["own_tests"]["judged"] == 3
     text = run_cli("report", str(run_dir)).stdout
     assert "retries unchanged:" in text and "own tests on the first programs:" in text
+
+
+def test_a_reflection_with_nothing_of_the_model_s_own_is_empty_and_said_in_the_report(tmp_path, script):
+    """Bad input from the Reflector: a reply that only echoes the attempt is recorded as an empty
+    reflection (the raw reply beside it), never a crash or a copied example, and the report says so."""
+    from reinagent.runner import load_run
+    from tests.conftest import run_cli
+
+    model = script([{"when": "Write your reflection now", "reply": "Failed attempt:\nTask: the same task again\nReflection:"},
+                    {"when": "You write unit tests", "reply": "assert truncate_number(3.5) == 0.5"}],
+                   default="```python\ndef truncate_number(number):\n    return 0.0\n```")
+    run_dir = tmp_path / "run"
+    proc = run_cli("run", "--benchmark", "humaneval", "--num-envs", "1", "--num-trials", "2", "--model", model,
+                   "--strategy", "reflexion", "--run-dir", str(run_dir), "--no-cache", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    _, records = load_run(run_dir)
+    first = next(r for r in records if r.trial == 1)
+    assert first.reflection == "" and first.reflection_raw.startswith("Failed attempt:")
+    assert next(r for r in records if r.trial == 2).memory == []
+    report = json.loads(run_cli("report", str(run_dir), "--format", "json").stdout)
+    assert report["empty_reflections"] == 1
+    assert "1 reflection(s) kept nothing" in run_cli("report", str(run_dir)).stdout

@@ -187,6 +187,9 @@ def summarize_records(spec: RunSpec, records: list[TrialRecord], run_dir: str = 
         "reference": departures_summary(cfg),
         "rollout_stats": rollout_stats(records, final["solved_cumulative"]),
         "retries_repeat": _retries_repeat(cfg, num_trials, records),
+        # reflections asked for whose reply held nothing of the model's own (reflector.clean_reflection):
+        # recorded as "" (memory gains nothing); the reply is in the record's reflection_raw
+        "empty_reflections": sum(r.reflection == "" for r in records),
     }
     if steps:
         _as_training(summary, records)

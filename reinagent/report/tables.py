@@ -117,6 +117,10 @@ def run_warnings(summaries: list[dict[str, Any]]) -> list[str]:
             cached = (f" (the response cache answered {repeat['cached']} of its retries' {repeat['calls']} actor "
                       "calls: the same request again)") if repeat["cached"] else ""
             out.append(f"{label}: {repeat['why']}{cached}")
+        if empty := s.get("empty_reflections"):
+            out.append(f"{label}: {empty} reflection(s) kept nothing: the Reflector's reply held no text of the "
+                       "model's own (only an echo of the attempt or a copy of an example), so memory gained nothing "
+                       "there; the replies are each record's reflection_raw")
     return out + cache_warnings(summaries)
 
 
