@@ -25,9 +25,8 @@ def implementation(record: TrialRecord) -> str | None:
     return None if code is None else str(code)
 
 
-def retry_unchanged(records: list[TrialRecord]) -> dict[str, int] | None:
-    """{"retried": N, "unchanged": K} over the retries of the run's records; None without any
-    programming record (no implementation recorded)."""
+def retry_unchanged(records: list[TrialRecord]) -> dict[str, int]:
+    """{"retried": N, "unchanged": K} over the retries of a programming run's records."""
     by_key = {(r.task_id, r.trial): r for r in records}
     retried = unchanged = 0
     for rec in records:
@@ -39,8 +38,6 @@ def retry_unchanged(records: list[TrialRecord]) -> dict[str, int] | None:
             continue
         retried += 1
         unchanged += now == then
-    if not retried and not any(implementation(r) is not None and r.internal_passed is not None for r in records):
-        return None
     return {"retried": retried, "unchanged": unchanged}
 
 
