@@ -5,6 +5,7 @@ choose. Each test is meant to fail under a named mutant of the search (see the d
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 
 import pytest
@@ -284,6 +285,26 @@ def test_a_search_shows_at_most_search_reflections_however_many_nodes_fail():
     assert one.lessons == 1 and max(p.count("Lesson #") for p in one.prompts) == 1
     none, _ = _wrong_episode(mcts_iterations=4, search_reflections=0)
     assert none.lessons == 0 and traj1.extra["search"]["reflections"] == 1
+
+
+class EchoingModel(WrongModel):
+    """Always wrong, and its Reflector only echoes the attempt: nothing of its own to keep."""
+
+    async def generate(self, messages, params, *, rollout_id=None):
+        completion = await super().generate(messages, params, rollout_id=rollout_id)
+        if completion.text.startswith("I named the wrong thing"):
+            completion = dataclasses.replace(completion, text="Failed attempt:\nThe same attempt again.\nReflection:")
+        return completion
+
+
+def test_a_reflection_with_nothing_of_the_model_s_own_is_no_lesson():
+    """Mutant: an empty reflection kept among the search's lessons -- an empty '- ' bullet in the
+    prompts, counted as a reflection; the reflector's calls stay bounded either way."""
+    llm = EchoingModel()
+    ep, cfg = episode(llm, "mcts", agent="cot-context", strategy="none", mcts_iterations=6)
+    traj, _ = run(ep, cfg)
+    assert llm.lessons == 3 and traj.extra["search"]["reflections"] == 0
+    assert not any("Lessons" in p or "\n- \n" in p for p in llm.prompts)
 
 
 def test_identical_children_are_kept_once_and_one_wrong_answer_is_reflected_on_once():

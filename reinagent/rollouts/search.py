@@ -183,7 +183,8 @@ class Search:
         for i, c in zip(todo, completions):
             if c is not None:
                 self.nodes[i].reflection = self.reflector.clean(c.text)
-                self.reflections.append(self.nodes[i].reflection)
+                if self.nodes[i].reflection:  # nothing of the model's own: no lesson to show, as in a trial's memory
+                    self.reflections.append(self.nodes[i].reflection)
 
     def failure_key(self, i: int) -> tuple:
         """What makes a failed trajectory distinct: its final answer (case and spacing aside), as
