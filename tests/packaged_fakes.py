@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from reinagent.llm.packaged import PackagedModel
 from tests.conftest import ROOT
 
@@ -88,3 +90,16 @@ def linked_model(site: Path, source: Path) -> PackagedModel:
     size = source.stat().st_size
     return PackagedModel("fake-model", "Fake/Model", "reinagent-fake-part{n}", "reinagent_fake_part{n}", "1.0",
                          1, size, digest, "fake", part_size=size)
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    """A folder on sys.path where fake model part packages are installed, and an empty cache."""
+    from reinagent.llm import cache_files
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path / "cache"))
+    cache_files._HASHED.clear()
+    return folder

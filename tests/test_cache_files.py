@@ -21,17 +21,7 @@ from reinagent.llm import cache_files, packaged
 from reinagent.llm.cache_files import writing
 from reinagent.llm.packaged import PackagedModel
 from tests.conftest import one_line_error
-from tests.packaged_fakes import cli_with_fake_model, fake_model
-
-
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    folder = tmp_path / "site"
-    folder.mkdir()
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path / "cache"))
-    cache_files._HASHED.clear()
-    return folder
+from tests.packaged_fakes import cli_with_fake_model, fake_model, site  # noqa: F401 - a fixture
 
 
 # ----- the Q5_0 -> Q8_0 re-write, pinned ---------------------------------------------------------

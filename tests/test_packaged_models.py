@@ -17,17 +17,7 @@ import pytest
 from reinagent.errors import ConfigError
 from reinagent.llm import cache_files, packaged
 from reinagent.llm.packaged import PackagedModel
-from tests.packaged_fakes import fake_model
-
-
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    folder = tmp_path / "site"
-    folder.mkdir()
-    monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.setenv("REINAGENT_CACHE_DIR", str(tmp_path / "cache"))
-    cache_files._HASHED.clear()
-    return folder
+from tests.packaged_fakes import fake_model, site  # noqa: F401 - a fixture
 
 
 def test_parts_are_assembled_once_checked_and_never_imported(site, capsys):
