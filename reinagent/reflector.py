@@ -48,8 +48,8 @@ class Reflected(NamedTuple):
 class Reflector:
     """Turns a failed attempt (rendered as text by its agent) into a reflection.
 
-    style "lesson": a paragraph on what went wrong and what to do next, the prompt ending with
-    "Reflection:"; "plan": a new plan, the prompt ending with "New plan:". `past` reflections of
+    style "lesson": a paragraph on what went wrong and what to do next (its label "Reflection:");
+    "plan": a new plan, the prompt ending with "New plan:". `past` reflections of
     the same task (--reflector-memory) are listed after the attempt, oldest first, as the
     reference's "Plans from past attempts"."""
 
@@ -74,7 +74,10 @@ class Reflector:
         if past:
             header = PAST_PLANS_HEADER if plan else PAST_REFLECTIONS_HEADER
             parts.append(header + "".join(f"\nTrial #{i}: {p.strip()}" for i, p in enumerate(past)))
-        parts.append(PLAN_PREFIX if plan else f"{INSTRUCTION}\n\n{PREFIX}")
+        # The lesson prompt ends on its instruction, not on the reference's bare "Reflection:": the
+        # embedded 135M model answered a prompt ending on the label with nothing but the label,
+        # repeated (5 of 5 demo reflections empty); the 1.5B HumanEval runs were made with it.
+        parts.append(PLAN_PREFIX if plan else INSTRUCTION)
         return [Message(role="system", content=PLAN_SYSTEM if plan else SYSTEM),
                 Message(role="user", content="\n\n".join(parts))]
 

@@ -96,7 +96,7 @@ class _Model:
         return Completion(text=self.text, prompt_tokens=1, completion_tokens=1, latency_s=0.0, model="scripted")
 
 
-def test_the_raw_reply_is_returned_beside_the_cleaned_one_and_the_prompt_ends_on_the_label():
+def test_the_raw_reply_is_returned_beside_the_cleaned_one_and_the_prompt_ends_on_its_instruction():
     import asyncio
 
     raw = "Failed attempt: x\n\n**Reflection:** I forgot the empty list.\nNext time I will check it first."
@@ -105,7 +105,7 @@ def test_the_raw_reply_is_returned_beside_the_cleaned_one_and_the_prompt_ends_on
     reflected = asyncio.run(reflector.reflect("the attempt", rollout_id="t/trial1/reflect"))
     assert reflected.raw == raw
     assert reflected.text == "I forgot the empty list.\nNext time I will check it first."
-    assert model.prompt[-1].content.endswith("\n\nReflection:")
+    assert model.prompt[-1].content.endswith("with what you will do differently next time.")
 
 
 def test_the_committed_mbpp_reflections_lose_no_line_now():
