@@ -11,6 +11,11 @@ concurrency, caching and kills are tested against real sockets rather than mocks
 
     with FakeOpenAIServer(latency_s=0.2) as server:
         ... --model openai/fake --base-url {server.base_url}
+
+With `upstream` (a real server's base URL) it is a fault-injecting proxy: every request that no
+fault answers is forwarded there and its answer relayed as it came; "slow" holds a request for
+`slow_s` before forwarding it (a reply slower than the client's timeout). The tests of the openai
+and litellm backends against llama.cpp's server use it (tests/test_llamacpp.py).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from typing import Any
 
 Reply = Callable[[list[dict[str, Any]]], str]
 # a fault plan maps the 1-based request number to an HTTP status ("429", "500", "503", "400",
-# ...), "drop" (connection closed, no answer) or one of BROKEN_200 (status 200, not a completion)
+# ...), "drop" (connection closed, no answer), "slow" (answered after slow_s) or one of BROKEN_200
+# (status 200, not a completion)
 Faults = dict[int, str]
 BROKEN_200 = ("html", "badjson", "null_message", "no_choices", "cut", "cut_eof")
 
@@ -53,8 +59,11 @@ class FakeOpenAIServer:
     def __init__(self, *, latency_s: float = 0.0, reply: Reply = default_reply,
                  faults: Faults | None = None, fault_when: Callable[[dict[str, Any]], str | None] | None = None,
                  retry_after_s: float = 0.05, host: str = "127.0.0.1",
-                 honour_seed: Callable[[list[dict[str, Any]], int], str] | None = None):
+                 honour_seed: Callable[[list[dict[str, Any]], int], str] | None = None,
+                 upstream: str | None = None, slow_s: float = 5.0):
         self.latency_s = latency_s
+        self.upstream = upstream.rstrip("/") if upstream else None  # proxy to this server's /v1
+        self.slow_s = slow_s
         self.reply = reply
         # a sampled request carrying `seed`: its answer is honour_seed(messages, seed), so equal
         # seeds give equal answers (what a seed-honouring server such as vLLM does)
@@ -123,6 +132,9 @@ class FakeOpenAIServer:
                 fault = server.faults.get(number) or (server.fault_when(body) if server.fault_when else None)
                 if server.latency_s:
                     time.sleep(server.latency_s)
+                if fault == "slow":
+                    time.sleep(server.slow_s)
+                    fault = None
                 if fault == "drop":
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -133,6 +145,9 @@ class FakeOpenAIServer:
                 if fault:
                     self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "fault"}},
                                {"Retry-After": str(server.retry_after_s)} if fault == "429" else {})
+                    return
+                if server.upstream:
+                    self._raw(*_forward(f"{server.upstream}/chat/completions", body))
                     return
                 seed = body.get("seed")
                 if server.honour_seed is not None and isinstance(seed, int) and body.get("temperature"):
@@ -178,7 +193,7 @@ class FakeOpenAIServer:
                     self.close_connection = True
                     self.connection.shutdown(2)
 
-            def _raw(self, status: int, data: bytes, content_type: str) -> None:
+            def _raw(self, status: int, data: bytes, content_type: str = "application/json") -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
@@ -196,3 +211,21 @@ class FakeOpenAIServer:
                 self.wfile.write(data)
 
         return Handler
+
+
+def _forward(url: str, body: dict[str, Any]) -> tuple[int, bytes, str]:
+    """The upstream's answer to `body` as (status, bytes, content type); an upstream that cannot be
+    reached is a 502, as a reverse proxy answers."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            return response.status, response.read(), response.headers.get("Content-Type", "application/json")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), err.headers.get("Content-Type", "application/json")
+    except (urllib.error.URLError, OSError) as err:
+        return 502, json.dumps({"error": {"message": f"upstream unreachable: {err}", "type": "proxy"}}).encode(), \
+            "application/json"

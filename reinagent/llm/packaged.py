@@ -153,6 +153,19 @@ def _model_file(model: PackagedModel, cache: Path) -> Path:
         return target
 
 
+def published_file(model: PackagedModel, root: str | None = None) -> Path:
+    """`model`'s GGUF file as published (its size and sha256 checked), assembled now if need be:
+    what llama.cpp serves (`reinagent serve-model`; it reads Q5_0, so no re-write)."""
+    from reinagent.paths import cache_root
+
+    cache = (Path(root).expanduser() if root else cache_root()) / "models"  # as llm.local.models_cache
+    assembled = cache / f"{model.name}.gguf"
+    with writing(cache, f"local:{model.name}", model.size):
+        if not verified(assembled, model.size, model.sha256):
+            assemble(model, assembled)
+    return assembled
+
+
 def draft_ir(model: PackagedModel, root: str | None = None) -> Path:
     """An OpenVINO IR folder of `model`, for speculative decoding's draft model (OpenVINO GenAI
     takes a draft only as IR). OpenVINO GenAI's own GGUF reader writes it (enable_save_ov_model)
