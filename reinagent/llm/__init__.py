@@ -29,7 +29,10 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     checkpoint_key.py   what a checkpoint holds (sha256 of its files) as the key of its cached copies
     wire.py constrained.py   checks on what a server sends; action grammars for constrained decoding
     tokens.py           a prompt's tokens as an OpenAI model counts them (tiktoken), for the token budget
-    fake_server.py      a loopback OpenAI-compatible server: a public testing utility
+    fake_server.py      a loopback OpenAI-compatible server: a public testing utility (and, with
+                        `upstream`, a fault-injecting proxy in front of a real one)
+    llamacpp.py serve.py   llama.cpp's server for a local model (the `llamacpp` extra);
+                        `reinagent serve-model`
 """
 
 from __future__ import annotations
