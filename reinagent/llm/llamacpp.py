@@ -121,6 +121,8 @@ def free_port(host: str = "127.0.0.1", port: int = 0) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535 (0 picks a free one), got {port}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as llama-server binds: a port whose last connections linger (TIME_WAIT) is free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as err:
