@@ -115,7 +115,8 @@ class _Gate:
         self.sock.bind(("127.0.0.1", port))
         self.sock.listen(64)
         self.knocks = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self):
         while True:
@@ -127,7 +128,12 @@ class _Gate:
             conn.close()
 
     def close(self):
+        try:  # shutdown wakes the accept() blocked in the thread; close alone leaves the port listening
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
+        self.thread.join(timeout=10)
 
 
 def _poll(check, what: str, timeout_s: float = 300.0):
@@ -260,6 +266,7 @@ def test_a_missing_extra_names_the_install_script(monkeypatch):
     def absent(name):
         raise metadata.PackageNotFoundError(name)
 
+    monkeypatch.delenv("REINAGENT_LLAMA_SERVER", raising=False)
     monkeypatch.setattr(metadata, "distribution", absent)
     with pytest.raises(MissingExtra, match="llamacpp extra.*scripts/install-llamacpp.sh"):
         server_binary()
