@@ -96,11 +96,11 @@ def test_a_reply_slower_than_the_client_waits_is_retried(served, model):
     from reinagent.llm.litellm_backend import LiteLLM
     from reinagent.llm.openai_compat import OpenAICompatLLM
 
-    with FakeOpenAIServer(upstream=served.base_url, faults={1: "slow"}, slow_s=4.0) as proxy:
+    with FakeOpenAIServer(upstream=served.base_url, faults={1: "slow"}, slow_s=10.0) as proxy:
         if model.startswith("openai/"):
-            llm = OpenAICompatLLM(model, base_url=proxy.base_url, timeout_s=1.0)
+            llm = OpenAICompatLLM(model, base_url=proxy.base_url, timeout_s=4.0)
         else:
-            llm = LiteLLM(model, api_base=proxy.base_url, timeout_s=1.0)
+            llm = LiteLLM(model, api_base=proxy.base_url, timeout_s=4.0)
         completion = _generate(llm)
     assert proxy.count == 2 and completion.extra["attempts"] == 2 and completion.text.strip()
 
