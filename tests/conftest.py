@@ -14,19 +14,27 @@ ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "reinagent.cli"]
 
 
-@pytest.fixture(scope="session")
-def _state_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("state")
-
-
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch, _state_dir):
-    # The key that seals runs' endpoints (reinagent/seal.py): the suite's own, not the user's.
-    monkeypatch.setenv("REINAGENT_STATE_DIR", str(_state_dir))
-    # Retries wait milliseconds in tests. (Tests that count model calls pass --no-cache or a
-    # private --cache-dir; REINAGENT_CACHE_DIR also holds the converted embedded model.)
-    monkeypatch.setenv("REINAGENT_RETRY_INITIAL_S", "0.01")
-    monkeypatch.setenv("REINAGENT_RETRY_MAX_S", "0.2")
+@pytest.fixture(scope="session", autouse=True)
+def _suite_environment(tmp_path_factory):
+    """Set once for the whole session, not around each test: setenv/unsetenv in C are not
+    thread-safe, and a library thread reading the environment (getenv in a DNS lookup) while a
+    test's teardown rewrote it crashed the suite (SIGSEGV in getenv, CI of stop 56)."""
+    values = {
+        # The key that seals runs' endpoints (reinagent/seal.py): the suite's own, not the user's.
+        "REINAGENT_STATE_DIR": str(tmp_path_factory.mktemp("state")),
+        # Retries wait milliseconds in tests. (Tests that count model calls pass --no-cache or a
+        # private --cache-dir; REINAGENT_CACHE_DIR also holds the converted embedded model.)
+        "REINAGENT_RETRY_INITIAL_S": "0.01",
+        "REINAGENT_RETRY_MAX_S": "0.2",
+    }
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def write_script(path: Path, rules: list[dict], default: str = "Thought: guess.\nAction: Finish[wrong]") -> str:

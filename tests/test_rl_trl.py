@@ -173,6 +173,11 @@ def test_bf16_precision_trains_under_autocast_with_fp32_weights(tiny_model, tmp_
     agent = RLAgent(model=model, tokenizer=tokenizer, output_dir=str(tmp_path / "out"), **settings)
     agent.train()
     assert seen and set(seen) == {torch.bfloat16}, seen
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _telemetry
+
+    # TRL's trainer pinged huggingface.co from a thread; we send nothing (trl_grpo.no_telemetry)
+    assert constants.HF_HUB_DISABLE_TELEMETRY is True and _telemetry._TELEMETRY_THREAD is None
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     ours = RLAgent(model=model, tokenizer=tokenizer, output_dir=str(tmp_path / "ours"), trainer="reinagent", **settings)
     with pytest.raises(ConfigError, match="train_precision = .bf16. trains through TRL only"):
