@@ -74,6 +74,8 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
 
         kinds = collect(problems, check_models, (config.actor_model, config.reflection_model),
                          config.base_url, config.api_key_env, new_run=new_run) or ()
+    if config.local_engine != "openvino" and check_models:
+        collect(problems, _check_local_engine, config, kinds)
     if config.benchmark.lower().removesuffix("-v1") == "alfworld" and not config.env_url:
         collect(problems, require_extra, "alfworld", f"benchmark {config.benchmark}")
     grammar = None
@@ -82,7 +84,7 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         try:
             bench, config = _resolve_benchmark(config)
             tasks = _select_tasks(bench, config, task_ids)
-            if _may_constrain(config.constrained, kinds):
+            if _may_constrain(config.constrained, kinds) and config.local_engine == "openvino":
                 from reinagent.llm.constrained import choose_grammar
 
                 grammar = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
@@ -106,6 +108,33 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         file_models=tuple(m for m, kind in zip((config.actor_model, config.reflection_model), kinds)
                           if kind in ("local", "hf")),
     )
+
+
+def _check_local_engine(config: RunConfig, kinds: tuple[str, ...]) -> None:
+    """--local-engine llamacpp: what it cannot do, and its server, named before anything runs."""
+    from reinagent.llm.llamacpp import resolve as resolve_gguf
+    from reinagent.llm.llamacpp_engine import engine_available
+
+    if "local" not in kinds:
+        raise ConfigError(f"--local-engine {config.local_engine} is for a local model (local, local:PATH); "
+                          f"model {config.actor_model!r} does not use it: drop the flag")
+    if config.constrained:
+        raise ConfigError("--constrained needs --local-engine openvino: llama.cpp takes GBNF grammars, not the "
+                          "regular expressions of reinagent's action grammars; drop --constrained")
+    if config.precision != "fast":
+        raise ConfigError(f"--precision {config.precision} is the OpenVINO engine's; llama.cpp reads the GGUF file "
+                          "as it is: drop --precision or use --local-engine openvino")
+    if config.deterministic:
+        raise ConfigError("--deterministic is the OpenVINO engine's (one sequence at a time); with llama.cpp "
+                          "drop it, or use --local-engine openvino")
+    if config.executor != "local":
+        raise ConfigError(f"--local-engine llamacpp runs with --executor local only, not {config.executor}")
+    reason = engine_available()
+    if reason:
+        raise MissingExtra(reason)
+    for model, kind in dict(zip((config.actor_model, config.reflection_model), kinds)).items():
+        if kind == "local":
+            resolve_gguf(model)  # a GGUF file (or a packaged name) llama.cpp can serve, hash-checked
 
 
 def _may_constrain(wanted: bool | None, kinds: tuple[str, ...]) -> bool:

@@ -214,12 +214,13 @@ async def warm_up(llms) -> None:
     from reinagent.llm.base import GenerationParams, innermost
     from reinagent.llm.hf import HFLLM  # light: torch loads with the model, not here
     from reinagent.llm.openvino import OpenVINOLLM  # light too: openvino_genai loads in its worker
+    from reinagent.llm.llamacpp_engine import LlamaCppLLM  # a child process, started by its first call
     from reinagent.records import Message
 
     announced = set()
     for llm in llms:
         backend = innermost(llm)
-        if not isinstance(backend, (HFLLM, OpenVINOLLM)):
+        if not isinstance(backend, (HFLLM, OpenVINOLLM, LlamaCppLLM)):
             continue
         # A constrained actor and its reflector are two stacks over one engine: the second call
         # only finds it loaded, so it gets no second "loading model" line.

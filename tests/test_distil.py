@@ -296,6 +296,9 @@ def test_train_embedded_model_a_few_steps(run_dir, tmp_path):
     assert result.device == "cpu" and result.steps == 3 and result.tokens_per_s > 0
     assert result.losses[-1] < result.losses[0]
     assert _generate(f"local:{tmp_path / 'tuned'}") is not None
+    from huggingface_hub.utils import _telemetry
+
+    assert _telemetry._TELEMETRY_THREAD is None  # TRL's SFTTrainer pinged nobody (reinagent.llm.offline)
 
 
 @pytest.mark.slow

@@ -133,6 +133,10 @@ def _fit(config: Any, model: Any, dataset: Any, tokenizer: Any, options: TrainOp
     """Run the SFT trainer; the trained model (LoRA merged) and what the run measured."""
     from trl import SFTTrainer
 
+    from reinagent.llm.offline import no_telemetry
+
+    no_telemetry()  # before the trainer is built
+
     gpu = torch.cuda.is_available()
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=_lora(options))
     _check_labels_kept(dataset, trainer.train_dataset)

@@ -33,6 +33,8 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
                         `upstream`, a fault-injecting proxy in front of a real one)
     llamacpp.py serve.py   llama.cpp's server for a local model (the `llamacpp` extra);
                         `reinagent serve-model`
+    llamacpp_engine.py  `--local-engine llamacpp`: a local model decoded by that server, a child of the run
+    offline.py          what keeps the libraries we load from the network (TRL's telemetry)
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def backend_of(model: str, base_url: str | None = None) -> str:
 
 
 def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", api_key_env: str | None = None,
-             precision: str | None = None, deterministic: bool = False) -> LLM:
+             precision: str | None = None, deterministic: bool = False, local_engine: str = "openvino") -> LLM:
     """The raw backend for `model` (no cache, no per-model limit: see `reinagent.llm.stack`).
     `precision` (fast or exact, see reinagent.llm.local) applies to the OpenVINO engine only;
     `deterministic` makes it decode one sequence at a time (greedy text independent of batching).
@@ -88,6 +90,10 @@ def make_llm(model: str, *, base_url: str | None = None, role: str = "actor", ap
         from reinagent.llm.scripted import ScriptedLLM
 
         return ScriptedLLM(model.split(":", 1)[1])
+    if kind == "local" and local_engine == "llamacpp":
+        from reinagent.llm.llamacpp_engine import LlamaCppLLM
+
+        return LlamaCppLLM(model)
     if kind == "local":
         path = model.split(":", 1)[1] if ":" in model else None
         if not on_openvino(model, precision):

@@ -32,6 +32,7 @@ class ModelSettings:
     base_url: str | None = None  # an OpenAI-compatible server, or a litellm provider's URL
     api_key_env: str | None = None  # the variable holding base_url's key (its name only)
     precision: str | None = None  # the local engine's fast or exact; None: the engine's default
+    local_engine: str = "openvino"  # which engine decodes a `local` model: openvino or llamacpp
     deterministic: bool = False  # the local engine decodes one sequence at a time
     max_model_concurrency: int | None = None  # None: no cap on requests in flight per model
     cache: bool = True  # the response cache
@@ -53,7 +54,8 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
     (the actor's, chosen by plan.resolve: llm.constrained.choose_grammar) holds the actor to it."""
     kind = backend_of(model, settings.base_url)
     backend = make_llm(model, base_url=settings.base_url, role=role, api_key_env=settings.api_key_env,
-                       precision=settings.precision, deterministic=settings.deterministic)
+                       precision=settings.precision, deterministic=settings.deterministic,
+                       local_engine=settings.local_engine)
     llm = backend
     grammar = grammar if role == "actor" else None
     if grammar:  # innermost: the cache below keys the grammar through the model identity
@@ -75,6 +77,8 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
             identity = model_identity(model, settings.base_url, weights)
             if getattr(backend, "precision", None):  # fast and exact give different text
                 identity["precision"] = backend.precision
+            if kind == "local" and settings.local_engine != "openvino":  # and so do two engines
+                identity["engine"] = settings.local_engine
             if grammar:
                 identity["grammar"] = grammar
             identity = scoped_identity(identity, settings.cache_scope, run_key)

@@ -193,16 +193,6 @@ def anchor_reference(trainer: Any, start_state: dict[str, Any]) -> None:
     ref.load_state_dict({k: v.to(device) for k, v in start_state.items()}, strict=True)
 
 
-def no_telemetry() -> None:
-    """TRL pings huggingface.co from a background thread each time a trainer is built
-    (trl BaseTrainer._send_telemetry). We work offline and send nothing; that thread's failing DNS
-    lookups also read the C environment while the main thread changed it, a crash in getenv seen in
-    CI. huggingface_hub reads this flag at each send, so setting it needs no environment change."""
-    from huggingface_hub import constants
-
-    constants.HF_HUB_DISABLE_TELEMETRY = True
-
-
 def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any], cfg: RLAgentConfig, out: Path,
               *, learning_rate: float, batch_size: int, steps: int, log: Any, metrics: Any, on_row: Any,
               resume: Path | None, method: str = "grpo", rank: int = 0, scratch_root: Path | None = None) -> None:
@@ -219,7 +209,9 @@ def train_trl(model: Any, tokenizer: Any, rollout: TokenRollout, tasks: list[Any
 
         raise ConfigError(f"trainer = \"trl\" needs TRL 1.16+ and datasets ({exc.name or exc} is missing): "
                           "pip install -e '.[rl]', or set trainer = \"reinagent\"") from None
-    no_telemetry()
+    from reinagent.llm.offline import no_telemetry
+
+    no_telemetry()  # before the trainer is built
 
     group = rows_per_group(cfg, method)
     per_device, accumulate = micro_split(batch_size * group, cfg.micro_batch)
