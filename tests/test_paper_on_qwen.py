@@ -57,3 +57,34 @@ def test_the_script_runs_the_paper_s_loop():
     ours = script_config("humaneval")
     assert ours["reflection_max_tokens"] == 1024 and ours["max_tokens"] == 768 and ours["temperature"] == 0.7
     assert ours["strategy"] == "last_attempt_and_reflexion" and ours["memory_size"] == 1
+
+
+def test_flags_after_the_benchmark_go_to_the_new_run_only(tmp_path):
+    """`paper_on_qwen.sh DIR N BENCH --local-engine llamacpp` starts the REFLEXION run with the flag
+    after the script's own; a resume reads its spec.json and says the flag is ignored."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    script = root / "scripts" / "paper_on_qwen.sh"
+    script.write_text((ROOT / "scripts" / "paper_on_qwen.sh").read_text())
+    calls = tmp_path / "calls.txt"
+    fake = root / ".venv" / "bin" / "reinagent"  # records each call; a run leaves a spec.json
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> ' + str(calls) + '\n'
+                    'if [ "$1" = run ]; then while [ "$1" != --run-dir ]; do shift; done; '
+                    'mkdir -p "$2"; echo {} > "$2/spec.json"; fi\n')
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+
+    def script_run(*args):
+        return subprocess.run(["bash", str(script), str(out), "3", "humaneval", *args],
+                              capture_output=True, text=True, check=True)
+
+    script_run("--local-engine", "llamacpp")
+    first = calls.read_text().splitlines()
+    assert first[0].startswith("run --benchmark humaneval --num-envs 3 --strategy last_attempt_and_reflexion")
+    assert "--max-concurrency 8 --local-engine llamacpp --run-dir" in first[0]
+    assert first[1].startswith("branch ") and "--local-engine" not in first[1]
+    calls.unlink()
+    again = script_run("--local-engine", "llamacpp")
+    assert calls.read_text().splitlines()[0].startswith("resume ")
+    assert "ignored: --local-engine llamacpp" in again.stderr
