@@ -23,9 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PROMPT = ("Write a Python function `merge_intervals(intervals)` that merges overlapping closed "
-          "intervals given as pairs of integers and returns them sorted by start. Explain the edge "
-          "cases you handle: empty input, touching intervals, nested intervals, unsorted input. ") * 3
+from precision import PROMPT, model_path  # noqa: E402 - perf/precision.py's prompt, so the figures compare
+
 DEFAULT_SETS = {"default": {}, "dq0": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 0},
                 "dq128": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": 128}, "threads2": {"INFERENCE_NUM_THREADS": 2}}
 
@@ -36,13 +35,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=96)
     args = ap.parse_args()
+    try:
+        sets = json.loads(args.sets)
+    except json.JSONDecodeError as err:
+        ap.error(f"sets: not JSON ({err}); e.g. '{{\"default\": {{}}, \"dq0\": {{\"DYNAMIC_QUANTIZATION_GROUP_SIZE\": 0}}}}'")
+    if not (isinstance(sets, dict) and sets and all(isinstance(v, dict) for v in sets.values())):
+        ap.error("sets: a JSON object of name -> object of plugin properties, at least one")
     import openvino_genai as og
 
-    from reinagent.llm.packaged import MODELS, model_file
-
-    path = model_file(MODELS["qwen2.5-coder-1.5b"])
+    path = model_path("qwen2.5-coder-1.5b")
     pipes = {}
-    for name, props in json.loads(args.sets).items():
+    for name, props in sets.items():
         scheduler = og.SchedulerConfig()
         scheduler.cache_size, scheduler.max_num_seqs, scheduler.enable_prefix_caching = 2, 8, False
         scheduler.dynamic_split_fuse, scheduler.max_num_batched_tokens = True, 1024

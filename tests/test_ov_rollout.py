@@ -91,10 +91,10 @@ def test_sampled_replies_are_fresh_per_row_and_reproducible_per_seed(policy):
     agent, model, tokenizer = policy
     tasks = agent.bench.load_tasks("train")[:2]
     rollout = agent.token_rollout()
-    # Each seeded run on a fresh engine, one row at a time: a warm prefix cache serves a prompt's
-    # KV from its u8 blocks where a cold one computes it, and on an AMD EPYC that moved a near-tie
-    # token (row 6, token 7) between two runs with seed 5 on one engine; batched rows share a
-    # step's arithmetic too. The seeds are what this test is about, not the cache or the scheduler.
+    # Each seeded run on a fresh engine, one row at a time. On an AMD EPYC two runs with seed 5 on
+    # one engine parted at a near-tie token (row 6, token 7), at 8 in flight and at 1 alike: the
+    # second run meets the first's warm prefix cache (likely cause, not proven: cached u8 KV
+    # blocks where the first computed them). The seeds are what this test is about.
     engines = []
 
     def run(seed: int):
