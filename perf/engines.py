@@ -11,7 +11,10 @@ rounds, and every ratio is of two figures of this run:
     divided by the bytes one token reads (the file's weights: perf/qwen_speed.py's weight_bytes);
   - prefill tok/s: a 1-token request's prompt tokens / its wall time;
   - decode tok/s, one stream: (n - 1) / (wall of an n-token request - wall of the 1-token one);
-  - 4 and 8 in flight: completion tokens / wall of 4 or 8 requests sent at once (the same prompt, each tagged);
+  - 4 and 8 in flight: completion tokens / wall of 4 or 8 requests sent at once (the same prompt, each tagged),
+    their prefill included;
+  - decode at 8 in flight: 8 (n - 1) / (wall of 8 n-token requests - wall of 8 1-token ones), prefill
+    taken out as for one stream (what perf/pair_budget.py's floor divides by);
   - greedy agreement: the first 64 tokens of 10 HumanEval prompts, same text or where it parts.
 Every timed prompt starts with its own tag, so neither engine's prefix cache serves a prompt it
 saw before (and llama.cpp is asked not to cache prompts). Both engines are loaded for the whole
@@ -123,7 +126,13 @@ async def measure(engine, tag: str, tokens: int) -> dict[str, float]:
     for n in (4, 8):
         t = time.perf_counter()
         replies = await asyncio.gather(*(engine.complete(messages(0, f"{tag}c{n}-{i}"), tokens) for i in range(n)))
-        out[f"in_flight_{n}"] = sum(r.completion_tokens for r in replies) / (time.perf_counter() - t)
+        wall = time.perf_counter() - t
+        out[f"in_flight_{n}"] = sum(r.completion_tokens for r in replies) / wall
+    # decode alone at 8 in flight: the same 8 prefills (their first tokens included), timed on their own, taken out
+    t = time.perf_counter()
+    await asyncio.gather(*(engine.complete(messages(0, f"{tag}d8-{i}"), 1) for i in range(8)))
+    prefill_8 = time.perf_counter() - t
+    out["decode_8_in_flight"] = (sum(r.completion_tokens for r in replies) - len(replies)) / max(wall - prefill_8, 1e-9)
     return out
 
 
@@ -199,6 +208,8 @@ def main() -> int:
         "embedded_prefill_tok_s": round(med(e, "prefill"), 1), "llamacpp_prefill_tok_s": round(med(l, "prefill"), 1),
         "embedded_4_in_flight_tok_s": round(med(e, "in_flight_4"), 2), "llamacpp_4_in_flight_tok_s": round(med(l, "in_flight_4"), 2),
         "embedded_8_in_flight_tok_s": round(med(e, "in_flight_8"), 2), "llamacpp_8_in_flight_tok_s": round(med(l, "in_flight_8"), 2),
+        "embedded_decode_8_in_flight_tok_s": round(med(e, "decode_8_in_flight"), 2),
+        "llamacpp_decode_8_in_flight_tok_s": round(med(l, "decode_8_in_flight"), 2),
         "greedy_identical": sum(same for same, *_ in agree), "greedy_prompts": len(agree),
         "load_average_end": round(os.getloadavg()[0], 2),
     }
@@ -206,7 +217,7 @@ def main() -> int:
         f"weights read per token {weights / 1e9:.3f} GB; bound {bound:.1f} tok/s single stream")
     say(f"{'median of ' + str(args.rounds) + ' rounds':<28}{'embedded':>10}{'llama.cpp':>11}{'ratio':>8}")
     for label, key in (("single-stream decode", "decode"), ("prefill", "prefill"), ("4 in flight", "in_flight_4"),
-                       ("8 in flight", "in_flight_8")):
+                       ("8 in flight", "in_flight_8"), ("decode at 8 in flight", "decode_8_in_flight")):
         a, b = med(e, key), med(l, key)
         say(f"{label + ' tok/s':<28}{a:>10.1f}{b:>11.1f}{a / b:>8.2f}")
     say(f"{'share of the bound':<28}{med(e, 'decode') / bound:>10.2f}{med(l, 'decode') / bound:>11.2f}")
