@@ -18,7 +18,8 @@ plugin's matrix-vector kernel gets through them. Two parts:
    matrix ran at that rate (the weights read per token, counted in the GGUF file, over the rate;
    attention and the rest ignored, so a ceiling).
 
-llama.cpp's single-stream rate (perf/engines.py) compares with the ceilings.
+Set these against llama.cpp through ratios, each of one run (the fastest layout over the file's
+here, the engine over llama.cpp in perf/engines.py), not through rates from different runs.
 """
 
 from __future__ import annotations
