@@ -136,6 +136,19 @@ async def measure(engine, tag: str, tokens: int) -> dict[str, float]:
     return out
 
 
+async def interleaved(engines, rounds: int, tokens: int, say) -> dict[str, list[dict[str, float]]]:
+    """Load and warm up each engine (untimed), then `rounds` rounds of `measure`, the order reversed
+    every other round; each engine's measures by name."""
+    for e in engines:
+        await e.complete(messages(0, f"warm-{e.name}"), 4)
+    measured = {e.name: [] for e in engines}
+    for r in range(rounds):
+        for e in (engines if r % 2 == 0 else engines[::-1]):
+            measured[e.name].append(await measure(e, f"r{r}-{e.name}", tokens))
+            say(f"  round {r + 1} {e.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in measured[e.name][-1].items()))
+    return measured
+
+
 async def agreement(engines, prompts: int) -> list[tuple[bool, int, str, str]]:
     """(same text, characters in common, each engine's text) for each of the first HumanEval prompts."""
     rows = []
@@ -179,13 +192,7 @@ def main() -> int:
     async def go():
         engines = [Embedded(), LlamaCpp(args.threads)]
         try:
-            for e in engines:  # load and warm up, untimed
-                await e.complete(messages(0, f"warm-{e.name}"), 4)
-            rounds = {e.name: [] for e in engines}
-            for r in range(args.rounds):
-                for e in (engines if r % 2 == 0 else engines[::-1]):
-                    rounds[e.name].append(await measure(e, f"r{r}-{e.name}", args.tokens))
-                    say(f"  round {r + 1} {e.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in rounds[e.name][-1].items()))
+            rounds = await interleaved(engines, args.rounds, args.tokens, say)
             return rounds, await agreement(engines, args.prompts)
         finally:
             for e in engines:

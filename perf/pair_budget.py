@@ -28,46 +28,41 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reinagent, from a checkout
+
 ENGINES = {"engine": "embedded", "llama.cpp": "llamacpp"}
 
 
 def tokens(run_dirs: list[Path]) -> dict[str, float]:
-    """Prompt and completion tokens of the calls these runs made, and their span in seconds."""
+    """Prompt and completion tokens of the calls these runs made themselves (a record's
+    `own_calls`: a branch's copy of its parent's trial was made once, in the parent), and the sum of
+    each run's own span (a branch runs after its parent; the gap between them is not the pair's)."""
+    from reinagent.errors import ReinagentError
+    from reinagent.store import read_records
+
     prompt = completion = calls = 0
-    starts, ends = [], []
+    span = 0.0
     for run in run_dirs:
-        for line in (run / "records.jsonl").read_text().splitlines():
-            record = json.loads(line)
-            if record.get("copied_from"):
-                continue  # a branch's copy of its parent's trial: made once, in the parent
-            made = record["trajectory"].get("calls", []) + (record.get("reflection_calls") or [])
-            prompt += sum(c.get("prompt_tokens") or 0 for c in made)
-            completion += sum(c.get("completion_tokens") or 0 for c in made)
-            calls += len(made)
-            starts.append(record["started_at"])
-            ends.append(record["finished_at"])
+        try:
+            made = [r for r in read_records(run) if r.own_calls]
+        except (ReinagentError, ValueError) as err:
+            raise SystemExit(f"{run}: unreadable records ({err})") from None
+        prompt += sum(c.prompt_tokens for r in made for c in r.own_calls)
+        completion += sum(c.completion_tokens for r in made for c in r.own_calls)
+        calls += sum(len(r.own_calls) for r in made)
+        if made:
+            span += max(r.finished_at for r in made) - min(r.started_at for r in made)
     if not calls:
         raise SystemExit(f"no model calls in {', '.join(map(str, run_dirs))}")
-    return {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion,
-            "span_s": sum(_spans(run_dirs))}
-
-
-def _spans(run_dirs: list[Path]) -> list[float]:
-    """Each run's own span (a branch runs after its parent; the gap between them is not the pair's)."""
-    spans = []
-    for run in run_dirs:
-        made = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-        made = [r for r in made if not r.get("copied_from")]
-        if made:
-            spans.append(max(r["finished_at"] for r in made) - min(r["started_at"] for r in made))
-    return spans
+    return {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion, "span_s": span}
 
 
 def rates(path: Path) -> dict:
     lines = [line for line in path.read_text().splitlines() if line.startswith("{")]
-    if not lines:
-        raise SystemExit(f"{path}: no perf/engines.py --json line in it")
-    return json.loads(lines[-1])
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise SystemExit(f"{path}: no perf/engines.py --json line at its end") from None
 
 
 def floor_s(work: dict[str, float], measured: dict, engine: str) -> float:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engines import NAME, Embedded, agreement, cpu_model, measure, messages  # noqa: E402 - sibling scripts
+from engines import NAME, Embedded, agreement, cpu_model, interleaved  # noqa: E402 - sibling scripts
 from fc_kernels import reader_ir  # noqa: E402
 
 VARIANTS = ("i8-all", "i8-q6k")
@@ -123,13 +123,7 @@ def main() -> int:
         async def go():
             engines = [EmbeddedAt(gguf, "gguf"), *(EmbeddedAt(out / v, v) for v in VARIANTS)]
             try:
-                for e in engines:
-                    await e.complete(messages(0, f"warm-{e.name}"), 4)
-                rounds = {e.name: [] for e in engines}
-                for r in range(args.rounds):
-                    for e in (engines if r % 2 == 0 else engines[::-1]):
-                        rounds[e.name].append(await measure(e, f"r{r}-{e.name}", args.tokens))
-                        say(f"  round {r + 1} {e.name}: " + ", ".join(f"{k} {v:.1f}" for k, v in rounds[e.name][-1].items()))
+                rounds = await interleaved(engines, args.rounds, args.tokens, say)
                 agree = {e.name: await agreement([engines[0], e], args.prompts) for e in engines[1:]}
                 return rounds, agree
             finally:

@@ -17,7 +17,8 @@ SCRIPT = ROOT / "perf" / "pair_budget.py"
 def record(trial: int, calls: list[tuple[int, int]], start: float, end: float, *, reflections=(), copied=None) -> dict:
     as_calls = lambda pairs: [{"prompt_tokens": p, "completion_tokens": c, "latency_s": 1.0} for p, c in pairs]  # noqa: E731
     return {"task_id": "T/0", "trial": trial, "trajectory": {"calls": as_calls(calls)},
-            "reflection_calls": as_calls(reflections), "started_at": start, "finished_at": end, "copied_from": copied}
+            "reflection_calls": as_calls(reflections), "started_at": start, "finished_at": end, "copied_from": copied,
+            "copied_calls": len(calls) + len(reflections) if copied else 0}
 
 
 def write_run(folder, records) -> None:
