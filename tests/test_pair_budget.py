@@ -51,3 +51,15 @@ def test_missing_run_dir_is_one_line_exit_2(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "nope"), "--rates", str(tmp_path / "x.txt")],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "nope: no such file or directory" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_partly_copied_record_counts_only_its_own_calls(tmp_path):
+    part = record(2, [(100, 600), (50, 300)], 0, 60)
+    part["copied_calls"] = 1  # the first call came from the parent, the second was made here
+    write_run(tmp_path / "run", [part])
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("pair_budget", SCRIPT)
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.tokens([tmp_path / "run"]) == {"calls": 1, "prompt_tokens": 50, "completion_tokens": 300, "span_s": 60.0}
