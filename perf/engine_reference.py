@@ -7,9 +7,11 @@ perf/engines.py's agreement prompts from three readers of the same Q4_K_M file.
   for the file's weights);
 - llama.cpp: its server (the `llamacpp` extra), greedy, with the top 5 log-probs of the first token;
 - embedded: reinagent's engine (OpenVINO GenAI), as `local:qwen2.5-coder-1.5b` loads it;
-- embedded, exact settings: the same file in a plain OpenVINO GenAI pipeline with f32 arithmetic, an
-  f32 KV cache and no dynamic quantisation of activations, so what remains is its reading of the
-  file's quantised blocks.
+- embedded, exact settings: the engine's model (the reader's IR with the file's Q4 offsets,
+  reinagent.llm.gguf_exact) in a plain OpenVINO GenAI pipeline with f32 arithmetic, an f32 KV cache
+  and no dynamic quantisation of activations, so what remains is its reading of the file's blocks;
+- reader as published: the GGUF file itself in that plain pipeline, read by OpenVINO GenAI's reader
+  alone (its Q4 offsets rounded to 4-bit integers: what the engine decoded before the mending).
 
 Each reader renders the prompt with the model's chat template; the prompt tokens each one counted
 are printed, so a difference of prompt shows. Prints one line per prompt and the count of first
@@ -108,21 +110,25 @@ def main() -> int:
         llama, llama_counts = llamacpp_first_tokens(path, args.prompts)  # first: a missing extra stops it at once
         ref, ref_counts = reference_first_tokens(path, args.prompts)
         embedded, embedded_counts = asyncio.run(embedded_texts(args.prompts))
-        exact = exact_settings_texts(path, args.prompts)
+        from reinagent.llm.local import prepare
+
+        exact = exact_settings_texts(prepare(path, "fast").path, args.prompts)
+        rounded = exact_settings_texts(path, args.prompts)
     except ReinagentError as err:  # an extra missing, a file failing its hash, a server that died: one line
         print(f"perf/engine_reference.py: {err}", file=sys.stderr)
         return 2
-    same = {"llama.cpp": 0, "embedded": 0, "embedded, exact settings": 0}
+    same = {"llama.cpp": 0, "embedded": 0, "embedded, exact settings": 0, "reader as published": 0}
     for task in range(args.prompts):
         want = ref[task][0][0]
         same["llama.cpp"] += llama[task][0][0] == want
         # the engines give text, not tokens: the first token is the reference's when the text starts with it
         same["embedded"] += embedded[task].startswith(want)
         same["embedded, exact settings"] += exact[task].startswith(want)
+        same["reader as published"] += rounded[task].startswith(want)
         print(f"HumanEval/{task} (prompt tokens {ref_counts[task]}, {llama_counts[task]}, {embedded_counts[task]}): "
               f"reference {', '.join(f'{t!r} {p:.2f}' for t, p in ref[task][:3])} | "
               f"llama.cpp {', '.join(f'{t!r} {p:.2f}' for t, p in llama[task][:3])} | "
-              f"embedded {embedded[task]!r} | exact settings {exact[task]!r}")
+              f"embedded {embedded[task]!r} | exact settings {exact[task]!r} | reader as published {rounded[task]!r}")
     print("first token equal to the reference's: " + ", ".join(f"{k} {v} of {args.prompts}" for k, v in same.items()))
     return 0
 

@@ -86,8 +86,9 @@ def weights_per_token(gguf: Path) -> int:
 
 
 def reader_ir(gguf: Path, folder: Path) -> Path:
-    """The IR that OpenVINO GenAI's GGUF reader builds from `gguf` (the engine's model), saved in
-    `folder` with its tokenizer; the reader saves beside the file it reads, so it reads a copy."""
+    """The IR that OpenVINO GenAI's GGUF reader builds from `gguf`, saved in `folder` with its
+    tokenizer; the reader saves beside the file it reads, so it reads a copy. (The engine loads it
+    with the file's Q4 offsets as f16 zero points, llm/gguf_exact.py: the same FullyConnected kernel.)"""
     import openvino_genai as og
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ published: decode rates and greedy text, interleaved in one run (issue 53).
 perf/fc_kernels.py found that on a CPU without AVX-512 the plugin multiplies every layout through
 the same f32 kernel, and that the GGUF's layouts (u4 in groups of 32 with zero points, u8 in groups
 of 16) are among its slowest, symmetric int8 per output channel among its fastest. This script
-takes the IR the GGUF reader builds from local:qwen2.5-coder-1.5b, dequantises each matrix it
+takes the IR the engine loads for local:qwen2.5-coder-1.5b, dequantises each matrix it
 multiplies (in the plugin, f32) and writes two variants, in DIR (default: a temporary folder):
 
     i8-all    every matrix as int8, one scale per output channel (symmetric: w ~= q * s)
@@ -18,7 +18,9 @@ It prints each variant's relative weight error (||W - W'|| / ||W||), then measur
 perf/engines.py's rounds: prefill, single-stream decode, 4 and 8 in flight, decode alone at 8 in
 flight, order alternating;
 then greedy agreement of each variant with the GGUF over the first 64 tokens of 10 HumanEval
-prompts. A variant is another model: its text is not the published file's.
+prompts. A variant is another model: its text is not the published file's. (docs/relayout_output.txt
+was made before the engine read the file's Q4 offsets: its variants and its GGUF runs were the
+reader's rounding of the file, 8% off in every Q4_K matrix; docs/models.md, "The file's weights".)
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engines import NAME, Embedded, agreement, cpu_model, interleaved  # noqa: E402 - sibling scripts
-from fc_kernels import reader_ir  # noqa: E402
 
 VARIANTS = ("i8-all", "i8-q6k")
 
@@ -115,7 +116,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         started = time.perf_counter()
-        reader = reader_ir(gguf, Path(tmp) / "reader")  # the reader's own IR, a scratch copy
+        from reinagent.llm.local import prepare
+
+        reader = prepare(gguf, "fast").path  # the engine's IR of the file (its Q4 offsets: llm/gguf_exact.py)
         errors = {v: write_variant(reader, out / v, v) for v in VARIANTS}
         say(f"CPU: {cpu_model()}; variants written in {time.perf_counter() - started:.0f} s to {out}; relative "
             "weight error " + ", ".join(f"{v} {e:.4f}" for v, e in errors.items()))

@@ -1,7 +1,7 @@
 """Model backends behind one async interface, chosen by a model string.
 
     local               the embedded SmolLM2-135M-Instruct on OpenVINO GenAI (CPU, continuous batching),
-                        precision `fast` (the GGUF read directly) or `exact` (an f32 IR: transformers' text)
+                        precision `fast` (the GGUF's own blocks) or `exact` (an f32 IR: transformers' text)
     local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b   real instruct models installed by the
                         `qwen` extra as GGUF files split across packages (packaged.py)
     local:PATH          a GGUF file or OpenVINO IR directory the same way; a Hugging Face directory (an
@@ -22,6 +22,8 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
+    gguf_exact.py       a Q4_K/Q4_1 GGUF as the engine loads it: the reader's IR with the file's own
+                        offsets (the reader rounds them to 4-bit integers)
     cpu_precision.py    the local engine's inference precision for this CPU (f32 where bf16 decodes slower)
     packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
     cache_files.py      the models cache's own files: pinned checks, bounded stamps, disk errors in one line

@@ -8,7 +8,9 @@
 
 All of them run on OpenVINO GenAI (`reinagent.llm.openvino`) in one of two precisions:
 
-    fast    a GGUF file read directly (its quantised weights; no conversion, no torch), an IR
+    fast    a GGUF file's quantised weights as written (read directly, or, for Q4_K/Q4_1 blocks,
+            whose offsets OpenVINO GenAI's reader rounds, the reader's IR with the file's offsets:
+            `reinagent.llm.gguf_exact`; no torch), an IR
             directory with the CPU's default inference precision (bf16 where it has it), a HF
             directory of the embedded model's family and tokenizer written once as an F16 GGUF
             file (`reinagent.llm.gguf_export`: the checkpoint's weights, the embedded GGUF's
@@ -104,7 +106,9 @@ def prepare(source: Path, precision: str, root: str | None = None) -> Prepared:
 
 def _prepare(source: Path, precision: str, root: str | None) -> Prepared:
     kind = kind_of(source)
-    if kind == "ir" or (kind == "gguf" and precision == "fast"):
+    if kind == "gguf" and precision == "fast":
+        return _gguf_as_written(source, root)
+    if kind == "ir":
         return Prepared(source, kind)
     if kind == "hf" and precision == "fast":
         from reinagent.llm.gguf_export import gguf_file, write_gguf
@@ -127,6 +131,35 @@ def _prepare(source: Path, precision: str, root: str | None) -> Prepared:
         export_ir(folder, target)
         made = True
     return Prepared(target, "exported" if made else "cache")
+
+
+def _gguf_as_written(source: Path, root: str | None) -> Prepared:
+    """The GGUF itself, or, when it holds Q4_K/Q4_1 blocks (whose offsets OpenVINO GenAI's reader
+    rounds), the reader's IR with the file's offsets, made once (reinagent.llm.gguf_exact)."""
+    from reinagent.llm import gguf_exact
+
+    if not gguf_exact.needs_mending(source):
+        return Prepared(source, "gguf")
+    target = mended_dir(source, root)
+    if (target / "openvino_model.xml").is_file():
+        return Prepared(target, "cache")
+    started = time.perf_counter()
+    count = gguf_exact.write_exact_ir(source, target)
+    print(f"local:{source.name}: {count} Q4 matrices given the file's own offsets in {time.perf_counter() - started:.0f} s "
+          f"(once; {target})", file=sys.stderr)
+    return Prepared(target, "mended")
+
+
+def mended_dir(gguf: Path, root: str | None = None) -> Path:
+    """Where the reader's IR of `gguf` with the file's offsets lives; a changed file, OpenVINO
+    GenAI or mending rule gets a new one."""
+    from importlib.metadata import version
+
+    from reinagent.llm.gguf_exact import RULE
+
+    st = gguf.stat()
+    key = hashlib.sha256(f"{st.st_size}:{st.st_mtime_ns}:{version('openvino-genai')}:{RULE}".encode()).hexdigest()[:10]
+    return models_cache(root) / f"{gguf.stem}-{key}-ov-offsets"
 
 
 def transformers_reason(source: Path, precision: str | None = None) -> str | None:

@@ -237,6 +237,7 @@ class OVEngine:
             "source": prepared.source, "path": str(prepared.path),
             "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
             "inference_precision": choice.effective,
+            "q4_offsets": "file" if prepared.path.name.endswith("-ov-offsets") else None,  # llm/gguf_exact.py
         }
         return pipe, tokenizer
 

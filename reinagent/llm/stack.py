@@ -79,6 +79,11 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
                 identity["precision"] = backend.precision
             if kind == "local" and settings.local_engine != "openvino":  # and so do two engines
                 identity["engine"] = settings.local_engine
+            elif kind == "local" and getattr(backend, "precision", None) == "fast" and str(weights).endswith(".gguf"):
+                from reinagent.llm.gguf_exact import RULE, needs_mending
+
+                if needs_mending(weights):  # the file's Q4 offsets, not the reader's rounded ones
+                    identity["offsets"] = RULE
             if grammar:
                 identity["grammar"] = grammar
             identity = scoped_identity(identity, settings.cache_scope, run_key)

@@ -1,0 +1,109 @@
+"""reinagent.llm.gguf_exact: the engine's Q4_K/Q4_1 matrices are the file's, not the reader's
+rounding of them. Measured against gguf-py's dequantisation of the real files (the embedded
+SmolLM2's Q4_1, with llama's permuted q/k rows; the packaged 1.5B's Q4_K), and on a small graph for
+the groups the rule treats apart (scale 0)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+from .conftest import ROOT
+
+ov = pytest.importorskip("openvino")
+pytest.importorskip("openvino_genai")
+
+from reinagent.llm import gguf_exact  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("gguf_offsets", ROOT / "perf" / "gguf_offsets.py")
+gguf_offsets = importlib.util.module_from_spec(spec)
+sys.path.insert(0, str(ROOT / "perf"))  # as when run: its sibling scripts are importable
+try:
+    spec.loader.exec_module(gguf_offsets)
+finally:
+    sys.path.remove(str(ROOT / "perf"))
+
+
+def _graph(q: np.ndarray, scale: np.ndarray, zero: np.ndarray):
+    """The reader's decompression of one [rows, groups, 32] weight: (u4 q - u4 zero) * f16 scale."""
+    import openvino.opset13 as ops
+
+    def u4(values):
+        flat = values.astype(np.uint8).reshape(-1)
+        return ov.op.Constant(ov.Tensor(flat[0::2] | (flat[1::2] << 4), list(values.shape), ov.Type.u4), shared_memory=False)
+
+    weight = ops.multiply(ops.subtract(ops.convert(u4(q), ov.Type.f16), ops.convert(u4(zero), ov.Type.f16)),
+                          ops.constant(scale.astype(np.float16)))
+    return ov.Model([ops.convert(weight, ov.Type.f32)], [])
+
+
+def test_a_mended_group_holds_scale_times_q_minus_offset_and_a_flat_group_its_one_number():
+    rng = np.random.default_rng(7)
+    q = rng.integers(0, 16, (4, 3, 32)).astype(np.uint8)
+    scale = rng.uniform(0.01, 0.05, (4, 3, 1)).astype(np.float32)
+    offset = rng.uniform(0.0, 0.4, (4, 3, 1)).astype(np.float32)
+    scale[1, 2, 0] = 0.0  # a group of one number: -offset
+    model = _graph(q, scale, np.rint(offset / np.maximum(scale, 1e-3)).clip(0, 15))  # the reader's rounded zero
+    (chain,) = gguf_exact.chains(model)
+    assert chain.shape == (4, 3, 32)
+    gguf_exact._replace(chain, q, scale, offset, ov)
+    got = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})({})[0]
+    want = scale.astype(np.float16).astype(np.float32) * q - offset
+    assert np.allclose(got, want, rtol=0, atol=2e-4), np.abs(got - want).max()
+    assert np.allclose(got[1, 2], -offset[1, 2, 0], atol=2e-4)
+
+
+def test_a_chain_whose_integers_are_not_the_files_is_an_error(tmp_path):
+    from reinagent.llm.local import embedded_gguf
+
+    gguf_exact.reader_ir(embedded_gguf(), tmp_path / "reader")
+    model = ov.Core().read_model(str(tmp_path / "reader" / "openvino_model.xml"))
+    assert gguf_exact.mend(model, embedded_gguf()) == 210  # every Q4_1 matrix of the file
+    model = ov.Core().read_model(str(tmp_path / "reader" / "openvino_model.xml"))
+    chain = gguf_exact.chains(model)[3]
+    ints = gguf_exact.unpacked(chain.q)
+    ints[-1, -1, -1] ^= 1  # one integer of the last row: row 0 still finds the tensor
+    flat = ints.reshape(-1)
+    chain.q.output(0).replace(ov.op.Constant(ov.Tensor(flat[0::2] | (flat[1::2] << 4), list(ints.shape), ov.Type.u4),
+                                             shared_memory=False).output(0))
+    with pytest.raises(ValueError, match="are not the file's"):
+        gguf_exact.match(model, embedded_gguf())
+
+
+def _errors(gguf, tmp_path, limit):
+    from reinagent.llm.local import prepare
+
+    gguf_exact.reader_ir(gguf, tmp_path / "reader")
+    return gguf_offsets.weight_errors(tmp_path / "reader", prepare(gguf, "fast").path, gguf, limit=limit)
+
+
+def test_the_embedded_q4_1_matrices_are_the_files_weights(tmp_path):
+    from reinagent.llm.local import embedded_gguf
+
+    errors = _errors(embedded_gguf(), tmp_path, limit=14)  # two layers: q and k rows permuted in the file
+    assert errors["reader"]["matrices"] == 14
+    assert errors["mended"]["max"] < 2e-3, errors
+    assert errors["reader"]["median"] > 0.05, errors  # the reader's rounding, which the mending removes
+
+
+@pytest.mark.slow
+def test_the_1_5b_q4_k_matrices_are_the_files_weights(tmp_path):
+    from reinagent.llm import packaged
+
+    errors = _errors(packaged.model_file(packaged.MODELS["qwen2.5-coder-1.5b"]), tmp_path, limit=6)
+    assert errors["mended"]["max"] < 2e-3, errors
+    assert errors["reader"]["median"] > 0.05, errors
+
+
+def test_the_engine_loads_the_mended_copy_and_the_response_cache_tells_the_readings_apart(tmp_path):
+    from reinagent.llm.local import embedded_gguf, prepare
+    from reinagent.llm.stack import ModelSettings, build_llm
+
+    prepared = prepare(embedded_gguf(), "fast")
+    assert prepared.path.name.endswith("-ov-offsets") and prepared.source in ("mended", "cache")
+    assert prepare(embedded_gguf(), "fast").source == "cache"
+    llm = build_llm("local", ModelSettings(cache_dir=str(tmp_path / "responses")))
+    assert llm.identity["offsets"] == gguf_exact.RULE  # answers cached from the rounded reading are not replayed
