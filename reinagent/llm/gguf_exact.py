@@ -33,10 +33,15 @@ RULE = "offsets-f16-1"  # part of the cache key and the response cache's model i
 
 
 def needs_mending(gguf: Path) -> bool:
-    """Whether the file holds a tensor of a block type the reader rounds (reads the header only)."""
+    """Whether the file holds a tensor of a block type the reader rounds (reads the header only).
+    False for a file gguf-py cannot parse: the engine's own load then says what is wrong with it."""
     from gguf import GGUFReader
 
-    return any(t.tensor_type.name in MENDED for t in GGUFReader(str(gguf)).tensors)
+    try:
+        tensors = GGUFReader(str(gguf)).tensors
+    except Exception:  # noqa: BLE001 - truncated or not GGUF at all: not ours to report here
+        return False
+    return any(t.tensor_type.name in MENDED for t in tensors)
 
 
 @dataclass

@@ -137,12 +137,14 @@ def _gguf_as_written(source: Path, root: str | None) -> Prepared:
     """The GGUF itself, or, when it holds Q4_K/Q4_1 blocks (whose offsets OpenVINO GenAI's reader
     rounds), the reader's IR with the file's offsets, made once (reinagent.llm.gguf_exact)."""
     from reinagent.llm import gguf_exact
+    from reinagent.llm.cache_files import check_engine_can_open
 
     if not gguf_exact.needs_mending(source):
         return Prepared(source, "gguf")
     target = mended_dir(source, root)
     if (target / "openvino_model.xml").is_file():
         return Prepared(target, "cache")
+    check_engine_can_open(source)  # the reader opens the file for writing: one line before it fails
     started = time.perf_counter()
     count = gguf_exact.write_exact_ir(source, target)
     print(f"local:{source.name}: {count} Q4 matrices given the file's own offsets in {time.perf_counter() - started:.0f} s "
