@@ -186,7 +186,8 @@ def test_generates_text_and_reports_usage(ov):
     assert completion.text.strip()
     assert completion.prompt_tokens > 5 and 0 < completion.completion_tokens <= 24
     assert completion.model == "local" and completion.finish_reason in ("stop", "length")
-    assert ov.load_info["source"] == "gguf"
+    # the embedded Q4_1 file runs as the reader's IR with the file's offsets (llm/gguf_exact.py)
+    assert ov.load_info["source"] in ("mended", "cache") and ov.load_info["q4_offsets"] == "file"
     from reinagent.llm.cpu_precision import choose
 
     assert ov.load_info["inference_precision"] == choose("fast").effective  # what the rule chose, recorded
