@@ -56,13 +56,22 @@ def test_a_mended_group_holds_scale_times_q_minus_offset_and_a_flat_group_its_on
     assert np.allclose(got[1, 2], -offset[1, 2, 0], atol=2e-4)
 
 
-def test_a_chain_whose_integers_are_not_the_files_is_an_error(tmp_path):
+@pytest.fixture(scope="module")
+def embedded_reader(tmp_path_factory):
+    """The reader's own IR of the embedded Q4_1 file (rounded offsets), made once for this module."""
     from reinagent.llm.local import embedded_gguf
 
-    gguf_exact.reader_ir(embedded_gguf(), tmp_path / "reader")
-    model = ov.Core().read_model(str(tmp_path / "reader" / "openvino_model.xml"))
+    folder = tmp_path_factory.mktemp("reader") / "ir"
+    gguf_exact.reader_ir(embedded_gguf(), folder)
+    return folder
+
+
+def test_a_chain_whose_integers_are_not_the_files_is_an_error(embedded_reader):
+    from reinagent.llm.local import embedded_gguf
+
+    model = ov.Core().read_model(str(embedded_reader / "openvino_model.xml"))
     assert gguf_exact.mend(model, embedded_gguf()) == 210  # every Q4_1 matrix of the file
-    model = ov.Core().read_model(str(tmp_path / "reader" / "openvino_model.xml"))
+    model = ov.Core().read_model(str(embedded_reader / "openvino_model.xml"))
     chain = gguf_exact.chains(model)[3]
     ints = gguf_exact.unpacked(chain.q)
     ints[-1, -1, -1] ^= 1  # one integer of the last row: row 0 still finds the tensor
@@ -73,29 +82,31 @@ def test_a_chain_whose_integers_are_not_the_files_is_an_error(tmp_path):
         gguf_exact.match(model, embedded_gguf())
 
 
-def _errors(gguf, tmp_path, limit):
-    from reinagent.llm.local import prepare
+def test_the_embedded_q4_1_matrices_are_the_files_weights(embedded_reader):
+    from reinagent.llm.local import embedded_gguf, prepare
 
-    gguf_exact.reader_ir(gguf, tmp_path / "reader")
-    return gguf_offsets.weight_errors(tmp_path / "reader", prepare(gguf, "fast").path, gguf, limit=limit)
-
-
-def test_the_embedded_q4_1_matrices_are_the_files_weights(tmp_path):
-    from reinagent.llm.local import embedded_gguf
-
-    errors = _errors(embedded_gguf(), tmp_path, limit=14)  # two layers: q and k rows permuted in the file
-    assert errors["reader"]["matrices"] == 14
+    errors = gguf_offsets.weight_errors(embedded_reader, prepare(embedded_gguf(), "fast").path, embedded_gguf(), limit=14)
+    assert errors["reader"]["matrices"] == 14  # two layers: q and k rows permuted in the file
     assert errors["mended"]["max"] < 2e-3, errors
     assert errors["reader"]["median"] > 0.05, errors  # the reader's rounding, which the mending removes
 
 
-@pytest.mark.slow
-def test_the_1_5b_q4_k_matrices_are_the_files_weights(tmp_path):
+def test_the_1_5b_q4_k_groups_are_the_files_weights():
+    """Q4_K's packed scales and mins, unpacked as the mending reads them, give gguf-py's weights
+    (the graph side of the mending is the embedded model's test above; the 1.5B's reader IR is slow)."""
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+
     from reinagent.llm import packaged
 
-    errors = _errors(packaged.model_file(packaged.MODELS["qwen2.5-coder-1.5b"]), tmp_path, limit=6)
-    assert errors["mended"]["max"] < 2e-3, errors
-    assert errors["reader"]["median"] > 0.05, errors
+    tensors = GGUFReader(str(packaged.model_file(packaged.MODELS["qwen2.5-coder-1.5b"]))).tensors
+    picked = [t for t in tensors if t.tensor_type.name == "Q4_K" and t.name.startswith(("blk.0.", "blk.27."))]
+    assert len(picked) >= 8
+    for t in picked:
+        g = gguf_exact.groups(t)
+        want = dequantize(t.data, t.tensor_type).reshape(g.q.shape[0], -1)
+        got = (g.scale * g.q - g.offset).reshape(want.shape)
+        assert np.allclose(got, want, rtol=0, atol=1e-6), (t.name, np.abs(got - want).max())
 
 
 def test_the_engine_loads_the_mended_copy_and_the_response_cache_tells_the_readings_apart(tmp_path):
