@@ -255,6 +255,7 @@ def test_a_full_disk_while_dequantising_and_on_the_hf_engine_is_one_line(tmp_pat
 
     pytest.importorskip("torch")
     monkeypatch.setattr(hf, "_load", cannot)
+    monkeypatch.setattr(hf, "_WORKERS", {})  # a worker an earlier test loaded would answer without _load
     llm = hf.HFLLM(None, name="hf")
     from reinagent.llm.base import GenerationParams
     from reinagent.records import Message
