@@ -149,6 +149,21 @@ async def interleaved(engines, rounds: int, tokens: int, say) -> dict[str, list[
     return measured
 
 
+def compare(make_engines, rounds: int, tokens: int, prompts: int, say):
+    """`interleaved` rounds, then `agreement` of the first two, on the engines `make_engines()`
+    builds (in the event loop), every one closed at the end: (rounds, agreement rows)."""
+    async def go():
+        engines = make_engines()
+        try:
+            measured = await interleaved(engines, rounds, tokens, say)
+            return measured, await agreement(engines, prompts)
+        finally:
+            for e in engines:
+                await e.close()
+
+    return asyncio.run(go())
+
+
 async def agreement(engines, prompts: int) -> list[tuple[bool, int, str, str]]:
     """(same text, characters in common, each engine's text) for each of the first HumanEval prompts."""
     rows = []
@@ -189,16 +204,7 @@ def main() -> int:
     bandwidth = [bandwidth_gbs()]
     weights = weight_bytes(path)
 
-    async def go():
-        engines = [Embedded(), LlamaCpp(args.threads)]
-        try:
-            rounds = await interleaved(engines, args.rounds, args.tokens, say)
-            return rounds, await agreement(engines, args.prompts)
-        finally:
-            for e in engines:
-                await e.close()
-
-    rounds, agree = asyncio.run(go())
+    rounds, agree = compare(lambda: [Embedded(), LlamaCpp(args.threads)], args.rounds, args.tokens, args.prompts, say)
     bandwidth.append(bandwidth_gbs())
     gbs = statistics.median(bandwidth)
     bound = gbs / (weights / 1e9)

@@ -21,7 +21,6 @@ Which of the two is the file's model by its outputs is perf/engine_reference.py'
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engines import AGREEMENT_PROMPTS, agreement, cpu_model, interleaved  # noqa: E402 - sibling scripts
+from engines import AGREEMENT_PROMPTS, compare, cpu_model  # noqa: E402 - sibling scripts
 from precision import model_path  # noqa: E402
 from relayout import EmbeddedAt  # noqa: E402
 
@@ -109,16 +108,8 @@ def main() -> int:
             f"{result['weight_error']['reader']['matrices']} 4-bit matrices against gguf-py's: " + "; ".join(
                 f"{k} median {v['median']:.5f}, largest {v['max']:.5f}" for k, v in result["weight_error"].items()))
         if not args.no_speed:
-            async def go():
-                engines = [EmbeddedAt(reader, "reader"), EmbeddedAt(mended, "mended")]
-                try:
-                    rounds = await interleaved(engines, args.rounds, args.tokens, say)
-                    return rounds, await agreement(engines, args.prompts)
-                finally:
-                    for e in engines:
-                        await e.close()
-
-            rounds, agree = asyncio.run(go())
+            rounds, agree = compare(lambda: [EmbeddedAt(reader, "reader"), EmbeddedAt(mended, "mended")],
+                                    args.rounds, args.tokens, args.prompts, say)
             result["engines"] = {name: {k: round(statistics.median(r[k] for r in measured), 2)
                                         for k in ("prefill", "decode", "in_flight_4", "in_flight_8", "decode_8_in_flight")}
                                  for name, measured in rounds.items()}
