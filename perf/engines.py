@@ -60,14 +60,14 @@ def messages(task: int, tag: str = "") -> list[dict]:
 
 
 class Embedded:
-    """reinagent's engine for local:qwen2.5-coder-1.5b, in this process, 8 in flight at most."""
+    """reinagent's engine for local:qwen2.5-coder-1.5b, in this process, `max_batch` in flight at most."""
 
     name = "embedded"
 
-    def __init__(self):
+    def __init__(self, max_batch: int = 8):
         from reinagent.llm.openvino import OpenVINOLLM
 
-        self.llm = OpenVINOLLM(NAME, max_batch=8, name=f"local:{NAME}")
+        self.llm = OpenVINOLLM(NAME, max_batch=max_batch, name=f"local:{NAME}")
 
     async def complete(self, chat: list[dict], tokens: int) -> Reply:
         from reinagent.llm.base import GenerationParams
@@ -82,17 +82,17 @@ class Embedded:
 
 
 class LlamaCpp:
-    """llama.cpp's server on loopback, 8 slots, `threads` threads, the same file."""
+    """llama.cpp's server on loopback, `parallel` slots of 1024 tokens, `threads` threads, the same file."""
 
     name = "llama.cpp"
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, parallel: int = 8):
         from reinagent.llm import packaged
         from reinagent.llm.llamacpp import LlamaServer, ServedModel
 
         path = packaged.published_file(packaged.MODELS[NAME])
-        self.server = LlamaServer(ServedModel(NAME, path, "sha256 verified"), parallel=8, threads=threads,
-                                  ctx_size=8 * 1024).start()
+        self.server = LlamaServer(ServedModel(NAME, path, "sha256 verified"), parallel=parallel, threads=threads,
+                                  ctx_size=parallel * 1024).start()
         self.client = None
 
     async def complete(self, chat: list[dict], tokens: int) -> Reply:

@@ -159,3 +159,41 @@ def test_cli_starts_without_heavy_libraries(tmp_path, script, verb):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stderr.strip().splitlines()[-1]) == []
+
+
+@pytest.mark.parametrize("episodes, env, batch", [(None, None, 8), (4, None, 8), (32, None, 32), (500, None, 64),
+                                                  (32, "4", 4), (None, "16", 16)])
+def test_a_local_engine_runs_as_many_requests_at_once_as_the_run_puts_in_flight(monkeypatch, episodes, env, batch):
+    from reinagent.llm import local_batch
+
+    if env is None:
+        monkeypatch.delenv("REINAGENT_LOCAL_BATCH", raising=False)
+    else:
+        monkeypatch.setenv("REINAGENT_LOCAL_BATCH", env)
+    assert local_batch(episodes) == batch
+
+
+@pytest.mark.parametrize("engine, size", [("openvino", "max_batch"), ("llamacpp", "parallel")])
+def test_max_concurrency_reaches_the_local_engine_of_actor_and_reflector(tmp_path, monkeypatch, engine, size):
+    # 32 episodes in flight on a local model: the engine is built for 32 (nothing is loaded here)
+    import importlib.util
+
+    if engine == "openvino" and importlib.util.find_spec("openvino_genai") is None:
+        pytest.skip("openvino_genai is not installed")
+    monkeypatch.delenv("REINAGENT_LOCAL_BATCH", raising=False)
+    from reinagent.errors import ConfigError
+
+    config = RunConfig(model="local", max_concurrency=32, local_engine=engine, cache=False)
+    try:
+        actor, reflector, llms = build_models(resolve(config, task_ids=(), check_models=False))
+    except ConfigError as err:  # the embedded model's wheel is not installed
+        pytest.skip(str(err))
+    backends = []
+    for llm in (actor, reflector):
+        while getattr(llm, "inner", None) is not None:
+            llm = llm.inner
+        backends.append(llm)
+    assert [getattr(b, size) for b in backends] == [32, 32]
+    assert actor.default_concurrency == 32
+    for llm in llms:
+        asyncio.run(llm.aclose())

@@ -45,7 +45,10 @@ def _acquire(served: ServedModel, parallel: int) -> LlamaServer:
         if entry is None or not entry[0].alive():
             print(f"starting llama.cpp's server for {served.path.name} ({served.checked}; {parallel} slots)",
                   file=sys.stderr, flush=True)
-            entry = _servers[key] = [LlamaServer(served, parallel=parallel).start(), 0]
+            # llama.cpp splits its context among the slots: past 8, give each the 4096 tokens 8 get
+            # of the model's 32768 (a REFLEXION retry's prompt carries the last program and its feedback)
+            ctx = parallel * 4096 if parallel > 8 else None
+            entry = _servers[key] = [LlamaServer(served, parallel=parallel, ctx_size=ctx).start(), 0]
         entry[1] += 1
         return entry[0]
 

@@ -35,6 +35,7 @@ class ModelSettings:
     local_engine: str = "openvino"  # which engine decodes a `local` model: openvino or llamacpp
     deterministic: bool = False  # the local engine decodes one sequence at a time
     max_model_concurrency: int | None = None  # None: no cap on requests in flight per model
+    max_concurrency: int | None = None  # episodes in flight: a local engine runs as many at once (llm.local_batch)
     cache: bool = True  # the response cache
     cache_dir: str | None = None  # None: $REINAGENT_CACHE_DIR/responses or ~/.cache/reinagent/responses
     cache_scope: str = "run"  # run: only the run's own calls are replayed; shared: any run's
@@ -55,7 +56,7 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
     kind = backend_of(model, settings.base_url)
     backend = make_llm(model, base_url=settings.base_url, role=role, api_key_env=settings.api_key_env,
                        precision=settings.precision, deterministic=settings.deterministic,
-                       local_engine=settings.local_engine)
+                       local_engine=settings.local_engine, max_concurrency=settings.max_concurrency)
     llm = backend
     grammar = grammar if role == "actor" else None
     if grammar:  # innermost: the cache below keys the grammar through the model identity
