@@ -1,30 +1,34 @@
 """How long a paired run must take at least, at an engine's measured rates: issue 53's 30 minutes.
 
-    .venv/bin/python perf/pair_budget.py RUN_DIR [RUN_DIR ...] --rates FILE [FILE ...] [--json]
+    .venv/bin/python perf/pair_budget.py RUN_DIR [RUN_DIR ...] --rates FILE [FILE ...] [--in-flight N] [--json]
 
 RUN_DIR: the run directories of a pair (scripts/paper_on_qwen.sh's REFLEXION run and its NONE
 branch). Their records give the model calls the pair made itself (a branch's trials copied from
 its parent are not counted again) with their prompt and completion tokens, and each run's span
 from its first record's start to its last record's end.
 
-FILE: a perf/engines.py output (docs/engines_output*.txt; its last line is the --json line). For
-each engine in it, the decode floor:
+FILE: a perf/engines.py output (docs/engines_output*.txt) or a perf/in_flight.py one (its last line
+is the --json line). For each engine in it, the decode floor of a pair run at `--in-flight N`
+(its --max-concurrency; 8, the committed runs', by default):
 
-    completion tokens / decode tok/s at 8 in flight (prefill taken out: perf/engines.py's
-    `*_decode_8_in_flight_tok_s`, or the best of its single-stream decode if that is higher)
+    completion tokens / the best decode tok/s measured at N requests in flight or fewer (prefill
+    taken out: perf/engines.py's one stream and `*_decode_8_in_flight_tok_s`, perf/in_flight.py's
+    `*_decode_<N>_tok_s`)
 
-Every completion token must be decoded, a run of `--max-concurrency 8` never has more than 8
-calls in flight, and its prompts (300 tokens and more against the measured 174) make a step no
-faster: so at the measured rates no such pair on that CPU and engine beats its floor, prefill not
-counted at all (a shared VM's rates move from day to day: measure on the day). An output made
-before perf/engines.py measured decode at 8 in flight has no floor: its `8_in_flight` rates
-include each call's prefill, and the prefix cache saves a run part of that.
+Every completion token must be decoded, a run of `--max-concurrency N` never has more than N
+calls in flight, its prompts (300 tokens and more against the measured 174) make a step no
+faster, and fewer in flight decode slower (so measured, 8 to 32: docs/in_flight_output.txt): so at
+the measured rates no such pair on that CPU and engine beats its floor, prefill not counted at all
+(a shared VM's rates move from day to day: measure on the day). An output with no decode rate of
+several requests up to N has no floor: perf/engines.py's older `8_in_flight` rates include each
+call's prefill, and the prefix cache saves a run part of that.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -65,16 +69,36 @@ def rates(path: Path) -> dict:
         raise SystemExit(f"{path}: no perf/engines.py --json line at its end") from None
 
 
-def floor_s(work: dict[str, float], measured: dict, engine: str) -> float:
-    prefix = ENGINES[engine]
-    best = max(measured[f"{prefix}_decode_tok_s"], measured[f"{prefix}_decode_8_in_flight_tok_s"])
-    return work["completion_tokens"] / best
+def decode_rates(measured: dict, prefix: str) -> dict[int, float]:
+    """An engine's decode tok/s (prefill taken out) by requests in flight: perf/engines.py's one
+    stream and 8 in flight, perf/in_flight.py's levels."""
+    out = {}
+    if f"{prefix}_decode_tok_s" in measured:
+        out[1] = measured[f"{prefix}_decode_tok_s"]
+    if f"{prefix}_decode_8_in_flight_tok_s" in measured:
+        out[8] = measured[f"{prefix}_decode_8_in_flight_tok_s"]
+    for key, value in measured.items():
+        level = re.fullmatch(rf"{prefix}_decode_(\d+)_tok_s", key)
+        if level:
+            out[int(level.group(1))] = value
+    return out
+
+
+def floor_s(work: dict[str, float], measured: dict, engine: str, in_flight: int = 8) -> float | None:
+    """Completion tokens / the best decode rate measured at `in_flight` requests or fewer; None
+    when the output measured no level of several requests up to it."""
+    rates_by_level = {n: r for n, r in decode_rates(measured, ENGINES[engine]).items() if n <= in_flight}
+    if not any(n > 1 for n in rates_by_level):
+        return None
+    return work["completion_tokens"] / max(rates_by_level.values())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("runs", nargs="+", type=Path)
-    ap.add_argument("--rates", nargs="+", type=Path, required=True, help="perf/engines.py outputs")
+    ap.add_argument("--rates", nargs="+", type=Path, required=True, help="perf/engines.py or perf/in_flight.py outputs")
+    ap.add_argument("--in-flight", type=int, default=8,
+                    help="the pair's --max-concurrency: the floor takes the best rate measured at this many requests or fewer")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     for path in [*args.runs, *args.rates]:
@@ -86,13 +110,15 @@ def main() -> None:
     out = {"work": work, "floors": []}
     for path in args.rates:
         measured = rates(path)
-        if "embedded_decode_8_in_flight_tok_s" not in measured:
-            print(f"{measured['cpu'][:40]:40s} no floor: {path} has no decode rate at 8 in flight (made by an older perf/engines.py)")
-            continue
         for engine in ENGINES:
-            floor = floor_s(work, measured, engine)
-            out["floors"].append({"rates": str(path), "cpu": measured["cpu"], "engine": engine, "decode_floor_min": floor / 60})
-            print(f"{measured['cpu'][:40]:40s} {engine:10s} decode floor {floor / 60:5.1f} min")
+            floor = floor_s(work, measured, engine, args.in_flight)
+            if floor is None:
+                print(f"{measured['cpu'][:40]:40s} {engine:10s} no floor: {path} has no decode rate of several requests "
+                      f"in flight up to {args.in_flight} (an older perf/engines.py, or not measured)")
+                continue
+            out["floors"].append({"rates": str(path), "cpu": measured["cpu"], "engine": engine, "in_flight": args.in_flight,
+                                  "decode_floor_min": floor / 60})
+            print(f"{measured['cpu'][:40]:40s} {engine:10s} decode floor {floor / 60:5.1f} min ({args.in_flight} in flight)")
     need = work["completion_tokens"] / 1800
     print(f"within 30 min the decode alone needs {need:.1f} tok/s over the whole pair")
     out["tok_s_for_30_min"] = need

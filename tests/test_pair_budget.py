@@ -63,3 +63,20 @@ def test_a_partly_copied_record_counts_only_its_own_calls(tmp_path):
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.tokens([tmp_path / "run"]) == {"calls": 1, "prompt_tokens": 50, "completion_tokens": 300, "span_s": 60.0}
+
+
+def test_floor_at_more_in_flight_takes_the_best_rate_measured_up_to_it(tmp_path):
+    write_run(tmp_path / "run", [record(1, [(100, 3200)], 0, 60)])
+    levels = {"cpu": "test CPU", "embedded_decode_8_tok_s": 10.0, "embedded_decode_16_tok_s": 20.0,
+              "embedded_decode_32_tok_s": 40.0, "llamacpp_decode_8_tok_s": 8.0, "llamacpp_decode_32_tok_s": 16.0}
+    (tmp_path / "in_flight_output.txt").write_text(json.dumps(levels) + "\n")
+
+    def floors(n: int) -> dict:
+        out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "run"), "--rates",
+                              str(tmp_path / "in_flight_output.txt"), "--in-flight", str(n), "--json"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return {f["engine"]: f["decode_floor_min"] for f in json.loads(out.strip().splitlines()[-1])["floors"]}
+
+    assert floors(32) == {"engine": 3200 / 40.0 / 60, "llama.cpp": 3200 / 16.0 / 60}
+    assert floors(16) == {"engine": 3200 / 20.0 / 60, "llama.cpp": 3200 / 8.0 / 60}  # 32's rate is not reachable
+    assert floors(4) == {}  # nothing measured with several requests up to 4

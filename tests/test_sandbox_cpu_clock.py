@@ -33,11 +33,14 @@ def he31():
 
 
 def _harness_processes() -> list[psutil.Process]:
-    """The sandbox's Python processes below this test process (bwrap's and the harness itself)."""
+    """The sandbox's Python processes below this test process (bwrap's and the harness itself);
+    not multiprocessing's (a local engine's own process, its resource tracker), which an earlier
+    test in this process may have left running."""
     found = []
     for proc in psutil.Process().children(recursive=True):
         try:
-            if any("python" in part for part in proc.cmdline()[:1]):
+            cmdline = proc.cmdline()
+            if any("python" in part for part in cmdline[:1]) and not any("multiprocessing" in part for part in cmdline):
                 found.append(proc)
         except psutil.Error:
             pass
@@ -144,7 +147,7 @@ def test_canonical_is_prime_passes_while_the_embedded_model_generates_on_every_c
     try:
         generator.start()
         deadline = time.monotonic() + 300  # poll until the engine is loaded and stepping
-        while llm._engine is None or llm._engine.pipe is None:
+        while llm._engine is None or not llm._engine.ready:
             assert time.monotonic() < deadline and generator.is_alive(), "the model never started"
             time.sleep(0.1)
         right, spinning = box.judge_many([bench.hidden_job(task, task.canonical, 2.0),

@@ -21,6 +21,7 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
                         cache -> per-model limit -> grammar -> backend
     cache.py limit.py retry.py   response cache; in-flight cap; retries with backoff
     scripted.py openvino.py hf.py openai_compat.py litellm_backend.py   the backends
+    ov_process.py       the OpenVINO engine in a child process of its own (a step holds the GIL)
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     gguf_exact.py       a Q4_K/Q4_1 GGUF as the engine loads it: the reader's IR with the file's own
                         offsets (the reader rounds them to 4-bit integers)

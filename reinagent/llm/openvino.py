@@ -1,4 +1,5 @@
-"""The `local` engine (`ov` is an alias): a model on OpenVINO GenAI's continuous batching, in this process.
+"""The `local` engine (`ov` is an alias): a model on OpenVINO GenAI's continuous batching, run in a
+child process of its own (ov_process.py: a step holds the GIL) by the `OVEngine` below.
 
 Which file is loaded, and the f32 IR made once for precision `exact`, is `reinagent.llm.local`'s
 business; the preparation runs in the worker thread on the first request, so a run that never
@@ -14,7 +15,6 @@ loop. Sampling, stop strings, the token budget and an optional regex constraint
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import importlib.util
 import itertools
@@ -31,6 +31,7 @@ from reinagent.errors import ConfigError, ModelError, env_count
 from reinagent.llm import cpu_precision
 from reinagent.llm.base import LLM, Completion, GenerationParams, call_seed, strip_stop
 from reinagent.llm.constrained import regex_of
+from reinagent.llm.ov_process import acquire, release
 from reinagent.records import Message
 
 _CACHE_GB = 2  # KV cache: 8 ReAct prompts of ~4k tokens need ~1.5 GB at f32 for the 135M model
@@ -70,14 +71,14 @@ class OpenVINOLLM(LLM):
 
     async def generate(self, messages: Sequence[Message], params: GenerationParams, *, rollout_id: str | None = None) -> Completion:
         if self._engine is None:
-            self._engine = _acquire(self)
+            self._engine = acquire(self, OVEngine, _encode)
         completion = await self._engine.submit(list(messages), params, rollout_id)
         completion.model = self.name
         return completion
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
-        if engine is not None and _release(engine):
+        if engine is not None and release(engine):
             await asyncio.to_thread(engine.close)
 
     @property
@@ -86,7 +87,7 @@ class OpenVINOLLM(LLM):
 
     def count_prompt_tokens(self, messages: Sequence[Message]) -> int | None:
         if self._engine is None:
-            self._engine = _acquire(self)
+            self._engine = acquire(self, OVEngine, _encode)
         return self._engine.count(messages)
 
 
@@ -109,6 +110,11 @@ class OVEngine:
         self._cancelled = False  # worker thread: requests cancelled since its last step
         self.pipe = None  # the pipeline, once the worker thread loaded it
         self.draft_tokens = 0  # > 0: a draft model proposes this many tokens a step
+
+    @property
+    def ready(self) -> bool:
+        """The worker thread has loaded the pipeline."""
+        return self.pipe is not None
 
     def kv_cache(self) -> dict[str, float]:
         """The KV pool as the pipeline reports it: its size in bytes, and the peak share in use (percent)."""
@@ -359,42 +365,3 @@ def _resolve(req: _Request, *, result: Completion | None = None, exc: BaseExcept
 
     with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody is waiting
         req.loop.call_soon_threadsafe(settle)
-
-
-# ----- one engine per (model, precision), shared by actor and reflector ----------------------
-
-_ENGINES: dict[tuple, list] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def _acquire(llm: OpenVINOLLM) -> OVEngine:
-    # The cache root is part of the identity: a test with a private cache prepares its own copy.
-    root = os.environ.get("REINAGENT_CACHE_DIR")
-    key = (str(llm.source.resolve()), llm.precision, llm.max_batch, root, llm.deterministic)
-    with _ENGINES_LOCK:
-        entry = _ENGINES.get(key)
-        if entry is None:
-            entry = _ENGINES[key] = [OVEngine(llm.source, llm.precision, llm.max_batch, root, llm.deterministic), 0]
-        entry[1] += 1
-        return entry[0]
-
-
-def _release(engine: OVEngine) -> bool:
-    with _ENGINES_LOCK:
-        for key, entry in list(_ENGINES.items()):
-            if entry[0] is engine:
-                entry[1] -= 1
-                if entry[1] > 0:
-                    return False
-                del _ENGINES[key]
-        return True
-
-
-@atexit.register
-def _close_all() -> None:
-    # Stop the worker between steps rather than let the interpreter end it inside a native call.
-    with _ENGINES_LOCK:
-        engines = [entry[0] for entry in _ENGINES.values()]
-        _ENGINES.clear()
-    for engine in engines:
-        engine.close(timeout=5.0)
