@@ -294,7 +294,7 @@ async def _serve(conn, engine) -> None:
 
     threading.Thread(target=read, name="ov-child-recv", daemon=True).start()
     counted = await asyncio.to_thread(engine.count, [Message(role="user", content="")])  # loads the model now
-    send(("loaded", dict(engine.info), counted is not None))
+    send(("loaded", {**engine.info, "pid": os.getpid()}, counted is not None))
     tasks: dict[int, asyncio.Task] = {}
 
     async def generate(rid: int, messages, params, rollout_id) -> None:
