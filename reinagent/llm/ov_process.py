@@ -126,11 +126,12 @@ class ProcessEngine:
         with self._lock:
             if self._closed:
                 raise ModelError(f"model {self.source.name} was closed")
-            if self._dead:
-                raise ModelError(self._dead)
             self._start()
             rid = next(self._ids)
             self._pending[rid] = (loop, future)
+            if self._dead:  # checked after the entry is in: the reader's last sweep cannot miss it
+                self._pending.pop(rid, None)
+                raise ModelError(self._dead)
         self._outbox.put(("generate", rid, list(messages), params, rollout_id))
         try:
             return await future
@@ -262,6 +263,11 @@ def _close_all() -> None:
 
 def _child_main(conn, engine_class: type, source: str, precision: str, max_batch: int, cache_root: str | None,
                 deterministic: bool) -> None:
+    import signal
+
+    # Ctrl-C reaches the whole process group: the run handles it (and closes this engine on its
+    # way out); here it would only print a traceback over the run's own message
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     engine = engine_class(Path(source), precision, max_batch, cache_root, deterministic)
     try:
         asyncio.run(_serve(conn, engine))
