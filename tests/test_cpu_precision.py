@@ -1,6 +1,6 @@
 """The local engine's inference precision per CPU (llm/cpu_precision.py): f32 where the plugin
-would pick bf16 (AMX or AVX512-BF16, measured slower for decoding: perf/precision.py), the plugin's
-own f32 elsewhere, `exact` always f32 with an f32 KV cache, an override by name."""
+would pick bf16 (AMX or AVX512-BF16, measured slower or no faster for decoding: perf/precision.py),
+the plugin's own f32 elsewhere, `exact` always f32 with an f32 KV cache, an override by name."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def test_a_cpu_with_bf16_instructions_gets_f32(flags):
     choice = choose("fast", flags, env="")
     assert choice.hint == "f32" and choice.properties("fast") == {"INFERENCE_PRECISION_HINT": "f32"}
     assert "bf16" in choice.reason and ENV in choice.reason
+    # the line says what was measured on such a CPU: slower with AMX, no faster without
+    assert ("decodes slower" if "amx_bf16" in flags else "decodes no faster") in choice.reason
 
 
 def test_a_cpu_without_them_is_left_to_the_plugin_which_computes_f32():

@@ -1,12 +1,13 @@
 """The local engine's inference precision, chosen for the CPU it runs on.
 
 OpenVINO's CPU plugin computes in bf16 wherever the CPU has bf16 instructions (AMX or
-AVX512-BF16) unless told otherwise, and in f32 everywhere else. On such a CPU its bf16 decoding is
-slower than f32 (measured: perf/precision.py interleaves the two in one run; docs/models.md has the
-table per CPU kind): one decoded token is a batch of one, where AMX's tiles sit mostly empty and
-bf16 adds conversions. Agent runs are decode-bound (a trial decodes hundreds of tokens per
-prompt), so `fast` asks for f32 there too, the rule the measurement supports; a CPU without bf16
-instructions is left to the plugin, which picks f32 itself.
+AVX512-BF16) unless told otherwise, and in f32 everywhere else. On an Intel CPU with AMX its bf16
+decoding is slower than f32, and on an AMD Zen 4 (AVX512-BF16, no AMX) no faster (measured:
+perf/precision.py interleaves the two in one run; docs/models.md has the table per CPU kind): one
+decoded token is a batch of one, where AMX's tiles sit mostly empty and bf16 adds conversions.
+Agent runs are decode-bound (a trial decodes hundreds of tokens per prompt), so `fast` asks for f32
+there too, the rule the measurement supports (and f32 is the reference's precision); a CPU without
+bf16 instructions is left to the plugin, which picks f32 itself.
 
 REINAGENT_OV_PRECISION_HINT (f32, bf16 or f16) overrides the rule, for measuring or for a CPU
 where bf16 wins. The choice is said in one stderr line when the engine loads, and recorded in
@@ -78,6 +79,8 @@ def choose(precision: str, flags: frozenset[str] | None = None, env: str | None 
     flags = cpu_flags() if flags is None else flags
     bf16 = [f for f in BF16_FLAGS if f in flags]
     if bf16:
+        # measured: slower with AMX, no faster on AVX512-BF16 alone (an AMD Zen 4)
+        speed = "slower" if "amx_bf16" in flags else "no faster"
         return PrecisionChoice("f32", f"f32 inference: this CPU has {'/'.join(bf16)}, where the plugin's "
-                                      f"bf16 decodes slower (perf/precision.py; {ENV}=bf16 to override)")
+                                      f"bf16 decodes {speed} (perf/precision.py; {ENV}=bf16 to override)")
     return PrecisionChoice(None, "f32 inference (no bf16 instructions on this CPU: the plugin's own choice)")
