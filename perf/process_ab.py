@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # reinagent, from a checkout
 MODES = {"in-process": {"REINAGENT_OV_IN_PROCESS": "1"}, "own process": {}}
 
 
@@ -42,26 +43,31 @@ def one_run(mode: str, run_dir: Path, args: argparse.Namespace) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "REINAGENT_OV_IN_PROCESS"} | MODES[mode]
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")  # this checkout's reinagent
     # later flags win: one trial, this model, this many in flight, no cache
-    cmd = [sys.executable, "-c", "import sys; from reinagent.cli import main; sys.exit(main())", "run", "--benchmark", "humaneval", "--num-envs", str(args.tasks),
-           *paper_flags(), "--num-trials", "1", "--model", args.model,
+    cmd = [sys.executable, "-c", "import sys; from reinagent.cli import main; sys.exit(main())",
+           "run", "--benchmark", "humaneval", "--num-envs", str(args.tasks), *paper_flags(), "--num-trials", "1", "--model", args.model,
            "--max-concurrency", str(args.max_concurrency), "--no-cache", "--run-dir", str(run_dir), "--quiet"]
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"process_ab: the {mode} run failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
-    calls = [c for r in records for c in r["trajectory"]["calls"]]
-    outside = [(r["finished_at"] - r["started_at"]) - sum(c["latency_s"] for c in r["trajectory"]["calls"])
-               for r in records]
-    span = max(r["finished_at"] for r in records) - min(r["started_at"] for r in records)
-    tokens = sum(c["completion_tokens"] for c in calls)
+    return {"wall_s": wall, **measure(run_dir)}
+
+
+def measure(run_dir: Path) -> dict:
+    """A finished run's span, completion tokens, time outside calls and replies, from its records."""
+    from reinagent.store import read_records
+
+    records = read_records(run_dir)  # the live records: a record appended again counts once
+    outside = [(r.finished_at - r.started_at) - sum(c.latency_s for c in r.trajectory.calls) for r in records]
+    span = max(r.finished_at for r in records) - min(r.started_at for r in records)
+    tokens = sum(c.completion_tokens for r in records for c in r.trajectory.calls)
     # the test-generation call's reply too: it is a call whose reply the messages do not carry
-    replies = {r["task_id"]: [m["content"] for m in r["trajectory"]["messages"]
-                              + r["trajectory"]["extra"].get("test_generation", []) if m["role"] == "assistant"]
+    replies = {r.task_id: [m.content for m in r.trajectory.messages if m.role == "assistant"]
+               + [m["content"] for m in r.trajectory.extra.get("test_generation", []) if m["role"] == "assistant"]
                for r in records}
-    return {"wall_s": wall, "span_s": span, "completion_tokens": tokens, "tok_s": tokens / span,
-            "outside_calls_median_s": statistics.median(outside), "solved": sum(r["success"] for r in records),
+    return {"span_s": span, "completion_tokens": tokens, "tok_s": tokens / span,
+            "outside_calls_median_s": statistics.median(outside), "solved": sum(r.success for r in records),
             "replies": replies}
 
 
