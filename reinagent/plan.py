@@ -104,7 +104,9 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         reflection_examples=reflection_examples(bench, config.agent, config.reflection_prompt),
         executor=ExecutorSettings(name=config.executor, ray_address=config.ray_address,
                                   models=(config.actor_model, config.reflection_model), base_url=config.base_url,
-                                  precision=config.precision, run_settings=config.model_dump_json()),
+                                  precision=config.precision, deterministic=config.deterministic,
+                                  local_engine=config.local_engine, max_concurrency=config.max_concurrency,
+                                  run_settings=config.model_dump_json()),
         file_models=tuple(m for m, kind in zip((config.actor_model, config.reflection_model), kinds)
                           if kind in ("local", "hf")),
     )

@@ -46,7 +46,15 @@ class ExecutorSettings:
     models: tuple[str, ...] = ()  # the actor's and the reflector's model strings (ray: one actor per embedded one)
     base_url: str | None = None  # where the models are served (which of them are embedded)
     precision: str | None = None  # the embedded engine's, for its Ray actor
+    deterministic: bool = False  # the embedded engine decodes one sequence at a time (its Ray actor too)
+    local_engine: str = "openvino"  # which engine the Ray actor holds for a `local` model
+    max_concurrency: int | None = None  # episodes in flight: sizes the actor's engine batch as the local one's
     run_settings: str = "{}"  # the run's settings as JSON (no keys): opaque here, handed to `rebuild` on a worker
+
+    def engine(self) -> dict:
+        """make_llm's keywords for an embedded model, as the local executor's model stack passes them."""
+        return dict(precision=self.precision, deterministic=self.deterministic, local_engine=self.local_engine,
+                    max_concurrency=self.max_concurrency)
 
 
 class Executor(abc.ABC):

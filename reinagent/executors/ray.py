@@ -147,7 +147,7 @@ class RayExecutor(Executor):
         from reinagent.executors.ray_model import embedded_models, start_models
 
         if embedded_models(self.settings.models, self.settings.base_url):
-            self._models = await start_models(self.settings.models, self.settings.base_url, self.settings.precision)
+            self._models = await start_models(self.settings.models, self.settings.base_url, self.settings.engine())
 
     async def episode(self, task: Task, trial: int, memory: EpisodicMemory,
                       previous: TrialRecord | None) -> TrialRecord:

@@ -55,10 +55,11 @@ def embedded_models(models: Sequence[str], base_url: str | None) -> list[str]:
 class ModelServer:
     """The Ray actor (made remote in `start_models`): the raw backend, shared by all episodes."""
 
-    def __init__(self, model: str, base_url: str | None, precision: str | None = None):
+    def __init__(self, model: str, base_url: str | None, engine: dict | None = None):
         from reinagent.llm import make_llm
 
-        self.llm = make_llm(model, base_url=base_url, precision=precision)
+        # engine: precision, deterministic, local_engine, max_concurrency, as the local stack passes them
+        self.llm = make_llm(model, base_url=base_url, **(engine or {}))
 
     async def load(self) -> dict:
         """Load the weights now (one 1-token call, as preflight.warm_up) and describe the backend."""
@@ -69,6 +70,7 @@ class ModelServer:
         return {"name": llm.name, "source": str(getattr(llm, "source", "") or ""),
                 "supports_regex": bool(getattr(llm, "supports_regex", False)),
                 "default_concurrency": int(getattr(llm, "default_concurrency", 8)),
+                "deterministic": bool(getattr(llm, "deterministic", False)),
                 "load_info": dict(getattr(llm, "load_info", {}) or {}),
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
 
@@ -79,8 +81,10 @@ class ModelServer:
         await self.llm.aclose()
 
 
-async def start_models(models: Sequence[str], base_url: str | None, precision: str | None) -> list[ModelRef]:
-    """One loaded actor per embedded model of the run, with the local executor's loading lines."""
+async def start_models(models: Sequence[str], base_url: str | None, engine: dict | None = None) -> list[ModelRef]:
+    """One loaded actor per embedded model of the run, with the local executor's loading lines.
+    `engine`: make_llm's engine keywords (ExecutorSettings.engine), so the actor's engine is the
+    one the local executor would build (precision, --deterministic, --local-engine, batch size)."""
     import ray
 
     refs = []
@@ -90,7 +94,7 @@ async def start_models(models: Sequence[str], base_url: str | None, precision: s
         gpus = float(os.environ.get("REINAGENT_RAY_MODEL_GPUS", "0") or 0)
         actor_class = ray.remote(num_cpus=cpus, num_gpus=gpus, max_concurrency=MAX_CALLS_IN_FLIGHT,
                                  max_restarts=0)(ModelServer)
-        handle = actor_class.options(name=name).remote(model, base_url, precision)
+        handle = actor_class.options(name=name).remote(model, base_url, engine)
         print(f"loading model {model} in a Ray actor ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
         try:
@@ -102,7 +106,8 @@ async def start_models(models: Sequence[str], base_url: str | None, precision: s
             raise ConfigError(f"model {model}: failed to load in its Ray actor ({type(cause).__name__}: {first}); "
                               "check the model path and the local extra on the cluster's nodes") from None
         source = info["load_info"].get("source")
-        print(f"model {model} ready ({time.perf_counter() - started:.1f} s{', ' + source if source else ''}, "
+        one = ", one sequence at a time" if info["deterministic"] else ""
+        print(f"model {model} ready ({time.perf_counter() - started:.1f} s{', ' + source if source else ''}{one}, "
               f"Ray node {info['node_id'][:12]})", file=sys.stderr, flush=True)
         refs.append(ModelRef(model, name, handle, info))
     return refs
