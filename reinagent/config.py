@@ -72,7 +72,7 @@ class RunConfig(BaseModel):
     precision: Literal["fast", "exact"] = "fast"
     # which engine decodes a `local` model: openvino (OpenVINO GenAI in-process) or llamacpp
     # (llama.cpp's server as a child process, the `llamacpp` extra; reinagent/llm/llamacpp_engine.py)
-    local_engine: Literal["openvino", "llamacpp"] = "openvino"
+    local_engine: Literal["openvino", "llamacpp", "auto"] = "openvino"
     seed: int = Field(default=0, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     # the local engine decodes one sequence at a time without its prefix cache, so a greedy answer
     # does not depend on what else was batched with it (docs/search.md "Reproducibility")

@@ -16,6 +16,7 @@ reads the RunConfig.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ class Plan:
     reflection_examples: str  # the Reflector's examples for this agent and --reflection-prompt
     executor: ExecutorSettings
     file_models: tuple[str, ...] = ()  # the models read from a local file (spec.json records its sha256)
+    engine_choice: dict | None = None  # what --local-engine auto came to (llm/engine_choice.py), for spec.json
 
     @property
     def constrained(self) -> bool:
@@ -74,7 +76,10 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
 
         kinds = collect(problems, check_models, (config.actor_model, config.reflection_model),
                          config.base_url, config.api_key_env, new_run=new_run) or ()
-    if config.local_engine != "openvino" and check_models:
+    engine_choice = None  # what --local-engine auto came to, for spec.json
+    if config.local_engine == "auto":  # OpenVINO here where only it can do what the run asks
+        config, engine_choice = _auto_without_measuring(config, kinds, check_models)
+    if config.local_engine == "llamacpp" and check_models:
         collect(problems, _check_local_engine, config, kinds)
     if config.benchmark.lower().removesuffix("-v1") == "alfworld" and not config.env_url:
         collect(problems, require_extra, "alfworld", f"benchmark {config.benchmark}")
@@ -84,7 +89,7 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
         try:
             bench, config = _resolve_benchmark(config)
             tasks = _select_tasks(bench, config, task_ids)
-            if _may_constrain(config.constrained, kinds) and config.local_engine == "openvino":
+            if _may_constrain(config.constrained, kinds) and config.local_engine in ("openvino", "auto"):
                 from reinagent.llm.constrained import choose_grammar
 
                 grammar = choose_grammar(config.constrained, config.benchmark, config.agent, config.rollout,
@@ -95,6 +100,15 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
             problems.append(ConfigError(f"benchmark {config.benchmark} cannot be imported ({err}); "
                                         "install its extra (./run_tests.sh installs every extra)"))
     raise_all(problems)
+    if config.local_engine == "auto":  # measured last: nothing else may fail after a minute of measuring
+        from reinagent.llm import local_batch
+        from reinagent.llm.engine_choice import choose
+
+        choice = choose(config.actor_model, local_batch(config.max_concurrency))
+        config, engine_choice = config.model_copy(update={"local_engine": choice.engine}), choice.record()
+        if choice.engine == "llamacpp":
+            grammar = None if not config.constrained else grammar  # --constrained kept OpenVINO above
+            _check_local_engine(config, kinds)
     return Plan(
         config=config, benchmark=bench, tasks=tuple(tasks), task_settings=picked(BenchmarkSettings, config),
         agent_settings=agent_settings(config),
@@ -109,7 +123,42 @@ def resolve(config: RunConfig, *, task_ids: Sequence[str] | None = None, new_run
                                   run_settings=config.model_dump_json()),
         file_models=tuple(m for m, kind in zip((config.actor_model, config.reflection_model), kinds)
                           if kind in ("local", "hf")),
+        engine_choice=engine_choice,
     )
+
+
+def _auto_without_measuring(config: RunConfig, kinds: tuple[str, ...],
+                            check_models: bool) -> tuple[RunConfig, dict | None]:
+    """--local-engine auto: OpenVINO, said and recorded, where only it can run what is asked;
+    else still auto, measured at the end of `resolve` (reinagent.llm.engine_choice)."""
+    from reinagent.llm.engine_choice import EngineChoice, without_measuring
+
+    if not check_models or "local" not in kinds:  # no local model: the flag has nothing to choose
+        return config.model_copy(update={"local_engine": "openvino"}), None
+    choice = without_measuring(constrained=config.constrained, deterministic=config.deterministic,
+                               precision=config.precision, executor=config.executor,
+                               llamacpp_missing=_llamacpp_missing(config, kinds))
+    if choice is None:
+        return config, None
+    print(f"local engine: {choice.reason}", file=sys.stderr, flush=True)
+    return config.model_copy(update={"local_engine": "openvino"}), choice.record()
+
+
+def _llamacpp_missing(config: RunConfig, kinds: tuple[str, ...]) -> str | None:
+    """Why llama.cpp cannot serve the run's local models here, or None."""
+    from reinagent.llm.llamacpp import resolve as resolve_gguf
+    from reinagent.llm.llamacpp_engine import engine_available
+
+    reason = engine_available()
+    if reason:
+        return reason
+    for model, kind in dict(zip((config.actor_model, config.reflection_model), kinds)).items():
+        if kind == "local":
+            try:
+                resolve_gguf(model)
+            except ConfigError as err:  # an OpenVINO IR or a HF folder: llama.cpp reads GGUF files
+                return str(err).splitlines()[0]
+    return None
 
 
 def _check_local_engine(config: RunConfig, kinds: tuple[str, ...]) -> None:

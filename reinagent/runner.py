@@ -126,6 +126,8 @@ def make_spec(plan: Plan, settings: dict | None = None) -> RunSpec:
                   "deterministic": config.deterministic, "sampling_seeds": "per-call",
                   # config holds what the run used, a part's own defaults included (plan.apply_part_defaults)
                   "defaults_recorded": True,
+                  # --local-engine auto: the engine chosen, why, and the measured tok/s (config: the engine)
+                  **({"local_engine_choice": plan.engine_choice} if plan.engine_choice else {}),
                   **({SEAL_FIELD: sealed} if sealed else {})},
     )
 

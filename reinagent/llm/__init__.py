@@ -37,6 +37,7 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     llamacpp.py serve.py   llama.cpp's server for a local model (the `llamacpp` extra);
                         `reinagent serve-model`
     llamacpp_engine.py  `--local-engine llamacpp`: a local model decoded by that server, a child of the run
+    engine_choice.py    `--local-engine auto`: the engine measured faster on this CPU for this model, cached
     offline.py          what keeps the libraries we load from the network (TRL's telemetry)
 """
 
