@@ -54,7 +54,7 @@ def weight_errors(reader_dir: Path, mended_dir: Path, gguf: Path, limit: int | N
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
-    from reinagent.llm.gguf_exact import match
+    from reinagent.llm.gguf_exact import GROUP, match, split_rest
 
     core = ov.Core()
     reader, mended = (core.read_model(str(d / "openvino_model.xml")) for d in (reader_dir, mended_dir))
@@ -71,7 +71,10 @@ def weight_errors(reader_dir: Path, mended_dir: Path, gguf: Path, limit: int | N
         part = found[start:start + 8][: None if limit is None else limit - start]
         readers = dense(reader, [next(iter(m.chain.subtract.output(0).get_target_inputs())).get_node() for m in part])
         menders = dense(mended, products[start:start + 8])
-        for m, a, b in zip(part, readers, menders):
+        for m, a, b, product in zip(part, readers, menders, products[start:start + 8]):
+            rest = split_rest(product)  # a split matrix: its MatMul subtracts R per group of 32 inputs
+            if rest is not None:
+                b = b - np.repeat(rest, GROUP, axis=1).reshape(b.shape)
             t = tensors[m.tensor]
             exact = dequantize(t.data, t.tensor_type).reshape(a.shape)[m.order]
             norm = float(np.linalg.norm(exact))

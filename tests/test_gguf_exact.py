@@ -27,7 +27,7 @@ finally:
     sys.path.remove(str(ROOT / "perf"))
 
 
-def _graph(q: np.ndarray, scale: np.ndarray, zero: np.ndarray):
+def _weight(q: np.ndarray, scale: np.ndarray, zero: np.ndarray):
     """The reader's decompression of one [rows, groups, 32] weight: (u4 q - u4 zero) * f16 scale."""
     import openvino.opset13 as ops
 
@@ -35,9 +35,14 @@ def _graph(q: np.ndarray, scale: np.ndarray, zero: np.ndarray):
         flat = values.astype(np.uint8).reshape(-1)
         return ov.op.Constant(ov.Tensor(flat[0::2] | (flat[1::2] << 4), list(values.shape), ov.Type.u4), shared_memory=False)
 
-    weight = ops.multiply(ops.subtract(ops.convert(u4(q), ov.Type.f16), ops.convert(u4(zero), ov.Type.f16)),
-                          ops.constant(scale.astype(np.float16)))
-    return ov.Model([ops.convert(weight, ov.Type.f32)], [])
+    return ops.multiply(ops.subtract(ops.convert(u4(q), ov.Type.f16), ops.convert(u4(zero), ov.Type.f16)),
+                        ops.constant(scale.astype(np.float16)))
+
+
+def _graph(q: np.ndarray, scale: np.ndarray, zero: np.ndarray):
+    import openvino.opset13 as ops
+
+    return ov.Model([ops.convert(_weight(q, scale, zero), ov.Type.f32)], [])
 
 
 def test_a_mended_group_holds_scale_times_q_minus_offset_and_a_flat_group_its_one_number():
@@ -54,6 +59,38 @@ def test_a_mended_group_holds_scale_times_q_minus_offset_and_a_flat_group_its_on
     want = scale.astype(np.float16).astype(np.float32) * q - offset
     assert np.allclose(got, want, rtol=0, atol=2e-4), np.abs(got - want).max()
     assert np.allclose(got[1, 2], -offset[1, 2, 0], atol=2e-4)
+
+
+def test_a_split_matrix_multiplies_as_scale_times_q_minus_offset_with_whole_zero_points():
+    """A matrix a MatMul reads is split (x W^T = x [s(q - z)]^T - G(x) R^T): its product is the
+    file's weights' product, a flat group's included, and its zero points stay u4 (whole numbers:
+    what keeps the CPU plugin's 8-bit dynamic quantization on)."""
+    import openvino.opset13 as ops
+
+    rng = np.random.default_rng(11)
+    q = rng.integers(0, 16, (6, 4, 32)).astype(np.uint8)
+    scale = rng.uniform(0.01, 0.05, (6, 4, 1)).astype(np.float32)
+    offset = rng.uniform(-0.1, 0.4, (6, 4, 1)).astype(np.float32)  # o/s outside 0..15 too: all in r
+    scale[2, 1, 0] = 0.0
+    weight = _weight(q, scale, np.rint(offset / np.maximum(scale, 1e-3)).clip(0, 15))  # the reader's rounding
+    x = ops.parameter([1, 3, 128], ov.Type.f32)
+    matmul = ops.matmul(x, ops.convert(ops.reshape(weight, ops.constant(np.array([6, 128], np.int64)), False),
+                                       ov.Type.f32), False, True)
+    model = ov.Model([ops.relu(matmul)], [x])
+    (chain,) = gguf_exact.chains(model)
+    assert gguf_exact.multiplied_by(chain) is not None
+    gguf_exact._split(chain, gguf_exact.multiplied_by(chain), scale, offset, ov)
+    zeros = chain.subtract.input_value(1).get_node().input_value(0).get_node()
+    assert zeros.get_element_type() == ov.Type.u4
+    inputs = rng.normal(size=(1, 3, 128)).astype(np.float32)
+    # the plugin's 8-bit activations (dynamic quantization) off: the arithmetic, not its rounding, is checked
+    got = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                 "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})(inputs)[0]
+    want_w = (scale.astype(np.float16).astype(np.float32) * q - offset).reshape(6, 128)
+    want = np.maximum(inputs @ want_w.T, 0)
+    assert np.allclose(got, want, rtol=0, atol=2e-3), np.abs(got - want).max()
+    rest = gguf_exact.split_rest(next(iter(chain.subtract.output(0).get_target_inputs())).get_node())
+    assert rest is not None and rest.shape == (6, 4) and abs(rest[2, 1] - offset[2, 1, 0]) < 1e-3
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,23 @@ at most; its Q6_K and Q8_0 ones are the file's to 0.02%). The engine then decode
 llama.cpp and transformers do (docs/models.md, "The file's weights").
 
 `write_exact_ir` keeps what the reader builds (graph, tokenizer, the 4-bit integers, which are the
-file's) and replaces each such group's scale and zero point with the file's, as f16 constants:
-z = offset / scale is then a fraction, which the CPU plugin takes as it is (the matrix still runs
-in its compressed FullyConnected kernel). A group whose scale is 0 (all its weights the same
-number) gets its integers rewritten so that the group holds that number. Each replaced matrix is
-matched to its GGUF tensor by its integers, which must equal the file's, row for row (a llama
-file stores its q and k rows permuted; the reader undoes that, and so does the match); anything
-that does not match exactly is an error, not a guess.
+file's) and gives every such matrix the file's weights. Each matrix is matched to its GGUF tensor
+by its integers, which must equal the file's, row for row (a llama file stores its q and k rows
+permuted; the reader undoes that, and so does the match); anything that does not match exactly is
+an error, not a guess. Two ways, by what reads the matrix:
+
+- a matrix multiplied (a MatMul, all but the token embedding): split. Per group,
+  w = s*q - o = s*(q - z) - r with z the whole number nearest o/s in 0..15 (a u4 zero point, as the
+  reader's) and r = o - s*z, so x W^T = x [s*(q - z)]^T - G(x) R^T, where G(x) sums x over each
+  group of 32 inputs and R [rows, groups] holds the r's (f16). The first product keeps the reader's
+  form, u4 integers with u4 zero points, which the CPU plugin runs with its dynamic quantization
+  (the activations in 8 bits per group, int8 dot products: as llama.cpp multiplies); the second is
+  1/32 of the work. A fractional zero point (`offsets-f16-1`, the rule before) turned that off: on
+  an AMD Zen 4 prefill ran 1.6x and decoding 1.2x slower than the reader's own rounded matrices
+  (perf/gguf_offsets.py; docs/models.md, "The file's weights").
+- a matrix gathered (the token embedding): its groups' scales and zero points replaced by the
+  file's, as f16 constants (z = o / s is then a fraction, which a lookup takes as it is). A group
+  whose scale is 0 (all its weights the same number) gets its integers rewritten to hold that number.
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from pathlib import Path
 import numpy as np
 
 GROUP = 32
+REST = "file-offsets-rest"  # the friendly name's end of a split matrix's R constant
 MENDED = ("Q4_K", "Q4_1")  # the block types whose offsets the reader rounds
-RULE = "offsets-f16-1"  # part of the cache key and the response cache's model identity: bump on change
+RULE = "offsets-split-1"  # part of the cache key and the response cache's model identity: bump on change
 
 
 def needs_mending(gguf: Path) -> bool:
@@ -171,8 +182,71 @@ def mend(model, gguf: Path) -> int:
 
     found = match(model, gguf)
     for m in found:
-        _replace(m.chain, m.groups.q[m.order], m.groups.scale[m.order], m.groups.offset[m.order], ov)
+        q, scale, offset = m.groups.q[m.order], m.groups.scale[m.order], m.groups.offset[m.order]
+        matmul = multiplied_by(m.chain)
+        if matmul is None:
+            _replace(m.chain, q, scale, offset, ov)
+        else:
+            _split(m.chain, matmul, scale, offset, ov)
     return len(found)
+
+
+def multiplied_by(chain: Chain):
+    """The MatMul (x W^T) that is the decompressed matrix's only reader, or None (a Gather)."""
+    node = next(iter(chain.subtract.output(0).get_target_inputs())).get_node()  # the Multiply
+    for _ in range(3):  # Multiply -> Reshape -> Convert -> MatMul, as the reader builds it
+        readers = [target.get_node() for target in node.output(0).get_target_inputs()]
+        if len(readers) != 1:
+            return None
+        node = readers[0]
+        if node.get_type_name() == "MatMul":
+            return node if node.get_attributes()["transpose_b"] and not node.get_attributes()["transpose_a"] else None
+    return None
+
+
+def _split(chain: Chain, matmul, scale: np.ndarray, offset: np.ndarray, ov) -> None:
+    """w = s*(q - z) - r: whole zero points in the matrix, the rest, r, in a product of its own."""
+    import openvino.opset13 as ops
+
+    scale16 = scale.astype(np.float16)
+    s = scale16.astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zero = np.where(s > 0, np.clip(np.rint(offset / s), 0, 15), 0).astype(np.uint8)
+    rest = offset - s * zero  # a group of one number (s = 0): z = 0, r = o, so w = -o
+    flat = zero.reshape(-1)
+    packed = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+    zeros = ov.op.Constant(ov.Tensor(packed, list(zero.shape), ov.Type.u4), shared_memory=False)
+    chain.subtract.input_value(1).get_node().input(0).replace_source_output(zeros.output(0))
+    multiply = next(iter(chain.subtract.output(0).get_target_inputs())).get_node()
+    multiply.input(1).replace_source_output(ov.op.Constant(scale16).output(0))
+    rows, groups = rest.shape[0], rest.shape[1]
+    x = matmul.input_value(0)
+    sums = ops.reduce_sum(ops.reshape(x, ops.constant(np.array([0, 0, groups, GROUP], np.int64)), special_zero=True),
+                          ops.constant(np.array([-1], np.int64)), keep_dims=False)
+    offsets = ops.constant(rest.reshape(rows, groups).astype(np.float16))
+    offsets.set_friendly_name(f"{matmul.get_friendly_name()}/{REST}")
+    correction = ops.matmul(sums, ops.convert(offsets, ov.Type.f32), False, True)
+    readers = list(matmul.output(0).get_target_inputs())
+    product = ops.subtract(matmul.output(0), correction)
+    for target in readers:
+        target.replace_source_output(product.output(0))
+
+
+def split_rest(multiply) -> np.ndarray | None:
+    """The R [rows, groups] a split matrix's MatMul subtracts (f32), found from its Multiply; None
+    for a matrix not split. For perf/gguf_offsets.py's weight errors: W = dense - R per group."""
+    node = multiply
+    for _ in range(4):
+        readers = [target.get_node() for target in node.output(0).get_target_inputs()]
+        if len(readers) != 1:
+            return None
+        node = readers[0]
+        if node.get_type_name() == "Subtract":
+            const = node.input_value(1).get_node().input_value(1).get_node().input_value(0).get_node()
+            if const.get_friendly_name().endswith(REST):
+                return np.asarray(const.get_data(), np.float32)
+            return None
+    return None
 
 
 def unpacked_row(constant, n: int) -> np.ndarray:
