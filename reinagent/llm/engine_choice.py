@@ -7,8 +7,9 @@ ahead at every load. No rule over CPU flags predicted that, so `auto` measures: 
 the run's model and decode the same prompts, the run's requests in flight at once (at most 8, the
 measurement must stay short), in alternating rounds (a round's prompts are new to both engines, so
 neither replays the other's prefix cache); the engine with the higher median tokens/s is chosen.
-The result is cached per CPU model, model file and in-flight count (`engine_choice.json` in the
-cache root; REINAGENT_ENGINE_REMEASURE=1 measures again), and spec.json records it
+The result is cached per CPU model, model file, in-flight count and the engines' versions (the
+packages and reinagent.llm.gguf_exact's rule: `engine_choice.json` in the cache root;
+REINAGENT_ENGINE_REMEASURE=1 measures again), and spec.json records it
 (`settings.local_engine_choice`: the engine, why, the figures), while the run's config records the
 engine it ran on, so a resume runs on that engine again without measuring.
 
@@ -100,11 +101,27 @@ def measured_in_flight(in_flight: int) -> int:
 
 
 def cache_key(model: str, in_flight: int) -> str:
-    """The CPU (name, family, model, vector flags), the model's file, the requests in flight."""
+    """The CPU (name, family, model, vector flags), the model's file, the requests in flight, and
+    the engines' versions (a new engine, or a new way of reading the file, is measured again)."""
     from reinagent.llm.cpu_precision import cpu_flags
 
     flags = ",".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))))
-    return "|".join((cpu_name(), flags, _file_key(model), str(measured_in_flight(in_flight))))
+    return "|".join((cpu_name(), flags, _file_key(model), str(measured_in_flight(in_flight)), engines_version()))
+
+
+def engines_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from reinagent.llm.gguf_exact import RULE
+    from reinagent.llm.llamacpp import DISTRIBUTION
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "-"
+
+    return f"openvino-genai {of('openvino-genai')} {RULE}, {DISTRIBUTION} {of(DISTRIBUTION)}"
 
 
 async def _measure(model: str, in_flight: int, tokens: int) -> dict[str, float]:
