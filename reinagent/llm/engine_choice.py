@@ -1,9 +1,10 @@
 """`--local-engine auto`: the faster of the two local engines for this CPU and this model, measured.
 
-Which engine decodes a `local` model faster depends on the CPU (docs/models.md, "Precision, chosen
-per CPU" and the engines' tables): on an Intel CPU with AMX and on an AMD Zen 3 the OpenVINO engine
-is ahead at 8 requests in flight and llama.cpp one stream at a time; on an AMD Zen 4 llama.cpp is
-ahead at every load. No rule over CPU flags predicted that, so `auto` measures: both engines load
+Which engine decodes a `local` model faster depends on the CPU and on the engines' versions
+(docs/models.md, the engines' tables): on an Intel CPU with AMX and on an AMD Zen 3 the OpenVINO
+engine is ahead at 8 requests in flight and llama.cpp one stream at a time; on an AMD Zen 4
+llama.cpp was ahead at every load until the engine's Q4 matrices were split, and is behind at 8 in
+flight since. No rule over CPU flags predicted that, so `auto` measures: both engines load
 the run's model and decode the same prompts, the run's requests in flight at once (at most 8, the
 measurement must stay short), in alternating rounds (a round's prompts are new to both engines, so
 neither replays the other's prefix cache); the engine with the higher median tokens/s is chosen.

@@ -10,7 +10,8 @@ OpenVINO's on 2 of 10 (perf/engine_reference.py). Reading the file as it is writ
 to a result than a 15% throughput gain at full batch, so the Qwen runs' scripts can choose it; the
 default stays OpenVINO, whose batch figures, prefix cache and constrained decoding the rest of the
 project relies on. `--local-engine auto` measures both on the CPU at hand and picks the faster
-(reinagent/llm/engine_choice.py): on an AMD Zen 4 that is llama.cpp at every load.
+(reinagent/llm/engine_choice.py): on an AMD Zen 4 it was llama.cpp until the engine's Q4 matrices
+were split (reinagent/llm/gguf_exact.py), OpenVINO at 8 in flight since.
 
 What differs from the OpenVINO engine: no constrained decoding (llama.cpp takes GBNF grammars,
 not the regular expressions reinagent.llm.constrained writes), the chat template is the GGUF's own
