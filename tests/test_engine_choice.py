@@ -96,3 +96,19 @@ def test_auto_measures_both_engines_once_and_runs_on_the_faster(tmp_path):
     assert again.returncode == 0, again.stderr
     assert "measuring which engine" not in again.stderr and "measured before on this CPU" in again.stderr
     assert _spec(tmp_path / "again")["settings"]["local_engine_choice"] == {**choice, "cached": True}
+
+
+def test_a_cache_entry_this_version_did_not_write_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine_choice, "cache_file", lambda: tmp_path / "engine_choice.json")
+    monkeypatch.setattr(engine_choice, "cache_key", lambda model, in_flight: "k")
+    (tmp_path / "engine_choice.json").write_text(json.dumps({"k": {"engine": "vllm", "oops": 1}}))
+    measured = []
+
+    async def fake(model, in_flight, tokens):
+        measured.append(model)
+        return {"openvino": 1.0, "llamacpp": 2.0}
+
+    monkeypatch.setattr(engine_choice, "_measure", fake)
+    choice = engine_choice.choose("local", 8)
+    assert measured == ["local"] and choice.engine == "llamacpp" and not choice.cached
+    assert json.loads((tmp_path / "engine_choice.json").read_text())["k"]["engine"] == "llamacpp"

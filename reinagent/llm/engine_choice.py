@@ -80,9 +80,13 @@ def choose(model: str, in_flight: int) -> EngineChoice:
     cache = cache_file()
     known = _read(cache)
     if key in known and os.environ.get("REINAGENT_ENGINE_REMEASURE") != "1":
-        choice = EngineChoice(**{**known[key], "cached": True})
-        _say(f"{choice.reason} (measured before on this CPU: {cache})")
-        return choice
+        try:
+            choice = EngineChoice(**{**known[key], "cached": True})
+        except TypeError:  # an entry not written by this version, or edited: measure again
+            choice = None
+        if choice is not None and choice.engine in ENGINES:
+            _say(f"{choice.reason} (measured before on this CPU: {cache})")
+            return choice
     tokens = int(os.environ.get("REINAGENT_ENGINE_CHOICE_TOKENS", "48") or 48)
     _say(f"measuring which engine decodes {model} faster here: both, {in_flight} in flight, {tokens} tokens "
          f"each, {ROUNDS} rounds each (once per CPU and model; cached in {cache})")

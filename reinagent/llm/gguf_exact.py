@@ -213,9 +213,7 @@ def _split(chain: Chain, matmul, scale: np.ndarray, offset: np.ndarray, ov) -> N
     with np.errstate(divide="ignore", invalid="ignore"):
         zero = np.where(s > 0, np.clip(np.rint(offset / s), 0, 15), 0).astype(np.uint8)
     rest = offset - s * zero  # a group of one number (s = 0): z = 0, r = o, so w = -o
-    flat = zero.reshape(-1)
-    packed = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
-    zeros = ov.op.Constant(ov.Tensor(packed, list(zero.shape), ov.Type.u4), shared_memory=False)
+    zeros = u4_constant(zero, ov)
     chain.subtract.input_value(1).get_node().input(0).replace_source_output(zeros.output(0))
     multiply = next(iter(chain.subtract.output(0).get_target_inputs())).get_node()
     multiply.input(1).replace_source_output(ov.op.Constant(scale16).output(0))
@@ -257,6 +255,13 @@ def unpacked_row(constant, n: int) -> np.ndarray:
     return out
 
 
+def u4_constant(values: np.ndarray, ov):
+    """A u4 Constant of `values` (0..15), two to a byte, low nibble first."""
+    flat = values.astype(np.uint8).reshape(-1)
+    packed = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+    return ov.op.Constant(ov.Tensor(packed, list(values.shape), ov.Type.u4), shared_memory=False)
+
+
 def _replace(chain: Chain, q: np.ndarray, scale: np.ndarray, offset: np.ndarray, ov) -> None:
     scale16 = scale.astype(np.float16)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -268,8 +273,7 @@ def _replace(chain: Chain, q: np.ndarray, scale: np.ndarray, offset: np.ndarray,
         q = np.where(flat, 0, q).astype(np.uint8)
         scale16 = np.where(flat, np.float16(1), scale16)
         zero = np.where(flat, offset, zero)
-        packed = (q.reshape(-1)[0::2] | (q.reshape(-1)[1::2] << 4)).astype(np.uint8)
-        integers = ov.op.Constant(ov.Tensor(packed, list(q.shape), ov.Type.u4), shared_memory=False)
+        integers = u4_constant(q, ov)
         chain.subtract.input(0).get_source_output().get_node().input(0).replace_source_output(integers.output(0))
     multiply = next(iter(chain.subtract.output(0).get_target_inputs())).get_node()
     chain.subtract.input(1).replace_source_output(ov.op.Constant(zero.astype(np.float16)).output(0))
