@@ -11,6 +11,7 @@ imported on use. docs/architecture.md draws how the parts below meet.
     plan.py settings.py        a run's settings resolved once into a frozen Plan, then built (models, agent,
                                Reflector: the Experiment); each part's own settings
     runner.py schedule.py      start/resume/load a run; its trial loop (pipeline or barrier)
+    slots.py                   the episode slots, by priority: a retry goes ahead of a new first trial
     episode.py                 one (task, trial): rollout, evaluation, reflection, into a record
     memory.py reflector.py     episodic memory; the Reflector that writes a failed trial's reflection
     store.py runlock.py        the run directory (append-only records.jsonl) and its one-writer lock

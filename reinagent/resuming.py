@@ -43,6 +43,7 @@ from reinagent.errors import ConfigError, ModelError
 from reinagent.records import RunSpec, SpecChange, TrialRecord, recorded_evaluator, stops_loop
 from reinagent.redact import redact, redact_argv, redact_url
 from reinagent.runlock import append_text
+from reinagent.slots import Slots
 from reinagent.text import clipped, shown
 
 Key = tuple[str, int]
@@ -307,7 +308,7 @@ def missing_reflections(done: dict[Key, TrialRecord], num_trials: int, uses_refl
             and (task_id, trial + 1) not in done]
 
 
-async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: asyncio.Semaphore) -> None:
+async def write_missing_reflections(exp, done: dict[Key, TrialRecord], limit: Slots) -> None:
     """Reflect on those records (as `run_episode` would have) and append the completed records,
     which replace the originals; `done` is updated so the next trial's memory holds them."""
     todo = missing_reflections(done, exp.config.num_trials, exp.config.strategy.uses_reflections,

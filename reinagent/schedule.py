@@ -4,7 +4,11 @@ tasks of trial k before any of trial k+1 (`barrier`, the paper's loop; kept for 
 Both schedules give the same records for the same seed and cache: a task's trial k+1 sees only its
 own memory (its own earlier reflections and last attempt), and that memory is complete as soon as
 its own trial-k record is durable. The pipeline therefore lets a task start trial k+1 while other
-tasks are still in trial k; a trial's wall time is no longer set by its slowest task.
+tasks are still in trial k; a trial's wall time is no longer set by its slowest task. A task keeps
+its slot (reinagent.slots) from one trial to the next, so the pipeline runs in the order of the
+reference programming code's loop (one task's trials, then the next task's; its HotpotQA and
+ALFWorld code runs the barrier's order), up to --max-concurrency tasks at a time; a first-come
+queue had put every retry behind every first trial.
 
 What stays per trial: the one summary line per trial (printed, in trial order, once the last task
 of that trial is through it) and the rule that a trial whose every episode errored stops the run
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from reinagent.benchmarks.base import Task
 from reinagent.memory import memory_before
 from reinagent.records import TrialRecord, Usage, stops_loop
+from reinagent.slots import Slots
 from reinagent.terminal import shell_word
 from reinagent.strategy import repeated_retries
 
@@ -39,7 +44,7 @@ async def run_trials(exp, records: list[TrialRecord], *, progress: bool = True) 
 
     cfg = exp.config
     done = latest_records(records)
-    limit = asyncio.Semaphore(cfg.max_concurrency or exp.actor_llm.default_concurrency)
+    limit = Slots(cfg.max_concurrency or exp.actor_llm.default_concurrency)
     # A run extended with `resume --num-trials`: its old last trial skipped reflecting; do it first
     # (a new run has no records, so nothing to look for).
     missing = missing_reflections(done, cfg.num_trials, cfg.strategy.uses_reflections, cfg.evaluator) if done else []
@@ -94,10 +99,14 @@ def _evaluator(exp) -> str | None:
 
 async def _episode(exp, executor, task: Task, trial: int, done, limit) -> TrialRecord:
     async with limit:
-        memory = memory_before(done, task.task_id, trial, exp.config.memory_size)
-        rec = await executor.episode(task, trial, memory, done.get((task.task_id, trial - 1)))
+        rec = await _run_one(exp, executor, task, trial, done)
     await exp.store.append_async(rec)  # durable before anything counts it done
     return rec
+
+
+async def _run_one(exp, executor, task: Task, trial: int, done) -> TrialRecord:
+    memory = memory_before(done, task.task_id, trial, exp.config.memory_size)
+    return await executor.episode(task, trial, memory, done.get((task.task_id, trial - 1)))
 
 
 async def _barrier(exp, executor, done, limit, progress: bool) -> None:
@@ -199,34 +208,50 @@ async def _pipeline(exp, executor, done, limit, progress: bool) -> None:
     bar = _bar(progress, total, "episodes")
     book = _Book(exp, done, bar)
 
-    async def chain(task: Task) -> None:
-        for trial in range(1, cfg.num_trials + 1):
-            if (task.task_id, trial) in done:
-                book.advance(task.task_id, trial)  # finished before this invocation (a resume)
-                continue
-            if _stopped_before(exp, done, task.task_id, trial):
-                break
-            if trial > 1:
-                gate = book.trials[trial - 1]
-                await gate.ok.wait()
-                if gate.halted:
-                    book.skip(sum((task.task_id, k) not in done for k in range(trial, cfg.num_trials + 1)))
+    async def chain(order: int, task: Task) -> None:
+        # A chain keeps its slot from one trial to the next (the reference loop's order: a task's
+        # retry before a new task's first trial); it lets the slot go only to wait for a trial's
+        # first good episode, and then queues ahead of every chain at an earlier trial.
+        held = False
+        try:
+            for trial in range(1, cfg.num_trials + 1):
+                if (task.task_id, trial) in done:
+                    book.advance(task.task_id, trial)  # finished before this invocation (a resume)
+                    continue
+                if _stopped_before(exp, done, task.task_id, trial):
                     break
-            book.started(trial)
-            rec = await _episode(exp, executor, task, trial, done, limit)
-            done[(rec.task_id, rec.trial)] = rec
-            book.finished(rec)
-            book.advance(task.task_id, trial)
-            if stops_loop(rec, _evaluator(exp)):
-                book.skip(sum((task.task_id, k) not in done for k in range(trial + 1, cfg.num_trials + 1)))
+                if trial > 1:
+                    gate = book.trials[trial - 1]
+                    if not gate.ok.is_set():
+                        if held:
+                            limit.release()  # waiting holds no slot
+                            held = False
+                        await gate.ok.wait()
+                    if gate.halted:
+                        book.skip(sum((task.task_id, k) not in done for k in range(trial, cfg.num_trials + 1)))
+                        break
+                if not held:
+                    await limit.acquire((-trial, order))
+                    held = True
+                book.started(trial)
+                rec = await _run_one(exp, executor, task, trial, done)
+                await exp.store.append_async(rec)  # durable before anything counts it done
+                done[(rec.task_id, rec.trial)] = rec
+                book.finished(rec)
+                book.advance(task.task_id, trial)
+                if stops_loop(rec, _evaluator(exp)):
+                    book.skip(sum((task.task_id, k) not in done for k in range(trial + 1, cfg.num_trials + 1)))
+        finally:
+            if held:
+                limit.release()
         book.advance(task.task_id, cfg.num_trials)  # nothing more from this task
 
     ticker = asyncio.create_task(_tick(exp, bar))
     try:
         # A failing chain (a store that cannot write) cancels the others: nothing half-counted.
         async with asyncio.TaskGroup() as group:
-            for task in exp.tasks:
-                group.create_task(chain(task))
+            for order, task in enumerate(exp.tasks):
+                group.create_task(chain(order, task))
     except BaseExceptionGroup as group_err:
         raise group_err.exceptions[0] from None
     finally:

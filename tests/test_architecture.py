@@ -124,7 +124,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("face", ("reinagent", "reinagent.cli", "reinagent.browse", "reinagent.viewer")),
     ("learn", ("reinagent.rl", "reinagent.distil")),
     ("run", ("reinagent.runner", "reinagent.schedule", "reinagent.outcome", "reinagent.resuming", "reinagent.repair",
-             "reinagent.branch", "reinagent.first_programs")),
+             "reinagent.branch", "reinagent.first_programs", "reinagent.slots")),
     ("assemble", ("reinagent.plan", "reinagent.episode", "reinagent.preflight")),
     ("exec", ("reinagent.executors",)),
     ("explore", ("reinagent.rollouts", "reinagent.service")),

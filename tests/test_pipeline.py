@@ -197,3 +197,18 @@ def test_barrier_and_pipeline_agree_when_one_task_always_errors(tmp_path):
         pipeline = _comparable(load_run(_run(tmp_path, "p", "pipeline", **kw))[1])
     assert pipeline == barrier
     assert len(pipeline) == 9 and sum(1 for v in pipeline.values() if v["error"]) == 3
+
+
+def test_a_retry_goes_ahead_of_a_new_tasks_first_trial(tmp_path):
+    """With one slot the pipeline runs a task's trials back to back (the reference programming loop's order):
+    A1 A2 B1 B2 C1 C2. A first-come queue gave A1 B1 C1 A2 B2 C2: every retry behind every first
+    trial, which left a 32-slot HumanEval run's retries to its last minutes, few calls in flight."""
+    with FakeOpenAIServer() as server:  # the default reply never answers right: every trial fails
+        run_dir = _run(tmp_path, "r", "pipeline", trials=2, envs=3, model="openai/fake", base_url=server.base_url,
+                       max_concurrency=1)
+    records = sorted(load_run(run_dir)[1], key=lambda r: r.started_at)
+    order = [r.task_id for r in records[::2]]
+    assert [(r.task_id, r.trial) for r in records] == [(t, k) for t in order for k in (1, 2)]
+    assert not any(r.success for r in records) and len(set(order)) == 3
+    # one slot: each episode began after the one before it had ended
+    assert all(b.started_at >= a.finished_at for a, b in zip(records, records[1:]))
