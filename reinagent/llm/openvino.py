@@ -233,6 +233,8 @@ class OVEngine:
         choice.say()
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
+        if os.environ.get("REINAGENT_OV_DQ_GROUP"):  # the plugin's 8-bit activations, per this many inputs
+            properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = env_count("REINAGENT_OV_DQ_GROUP", 32, most=4096)
         draft = draft_model()
         if draft is not None:  # speculative decoding: same greedy text, fewer steps of the big model
             properties["draft_model"] = og.draft_model(str(draft), "CPU")
@@ -243,6 +245,7 @@ class OVEngine:
             "source": prepared.source, "path": str(prepared.path),
             "precision": self.precision, "load_s": time.perf_counter() - started, "engine": "openvino-genai",
             "inference_precision": choice.effective,
+            "dynamic_quantization_group": properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE"),  # None: the plugin's
             "q4_offsets": "file" if prepared.path.name.endswith("-ov-offsets") else None,  # llm/gguf_exact.py
         }
         return pipe, tokenizer
