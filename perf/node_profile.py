@@ -45,7 +45,9 @@ def prop(text: str) -> tuple[str, object]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    from reinagent.llm.packaged import MODELS
+
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b", choices=["embedded", *sorted(MODELS)])
     ap.add_argument("--rows", type=int, default=1, help="sequences in the batch")
     ap.add_argument("--tokens", type=int, default=1, help="tokens of each sequence a step")
     ap.add_argument("--steps", type=int, default=3)
@@ -56,7 +58,12 @@ def main() -> int:
     from reinagent.llm import cpu_precision
     from reinagent.llm.local import prepare
 
-    ir = prepare(model_path(args.model), "fast").path
+    from reinagent.errors import ReinagentError
+
+    try:
+        ir = prepare(model_path(args.model), "fast").path
+    except ReinagentError as err:  # the model's extra not installed, a full cache: one line
+        ap.error(str(err))
     config = {"PERF_COUNT": True, "INFERENCE_NUM_THREADS": 2, **cpu_precision.choose("fast").properties("fast"),
               **dict(args.set)}
     core = ov.Core()

@@ -22,11 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # reinagent, from 
 
 
 def occupancy(run_dir: Path, every: float = 60.0) -> dict:
+    from reinagent.errors import RunDirError
     from reinagent.store import read_records, read_spec
 
     records = read_records(run_dir)
     if not records:
-        raise SystemExit(f"{run_dir}: no records")
+        raise RunDirError(f"{run_dir}: no records (not a run directory, or a run with none yet)")
     slots = read_spec(run_dir).config.get("max_concurrency")
     start = min(r.started_at for r in records)
     spans = [(r.started_at - start, r.finished_at - start, r.trial) for r in records]
@@ -53,7 +54,14 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=60.0, help="seconds a slice (default 60)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    found = [occupancy(d, args.every) for d in args.runs]
+    from reinagent.errors import ReinagentError
+
+    if args.every <= 0:
+        ap.error(f"--every: seconds above 0; got {args.every}")
+    try:
+        found = [occupancy(d, args.every) for d in args.runs]
+    except (ReinagentError, OSError) as err:  # not a run directory, a corrupt record, no spec.json
+        ap.error(str(err))
     for o in found:
         print(f"{o['run']}: {o['span_s'] / 60:.1f} min, {o['slots']} slots; first later-trial episode at "
               + (f"{o['first_retry_s'] / 60:.1f} min" if o["first_retry_s"] is not None else "none")

@@ -44,3 +44,11 @@ def test_slices_first_retry_and_tail_from_the_records_times(tmp_path):
                          capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1])[0]["tail_s"] == 30
     assert "first later-trial episode at 0.2 min" in out.stderr
+
+
+def test_a_folder_that_is_no_run_is_one_line_exit_2(tmp_path):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "records.jsonl").write_text('{"not a record\n')
+    for folder in (tmp_path / "nope", tmp_path / "bad"):
+        done = subprocess.run([sys.executable, str(SCRIPT), str(folder)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and str(folder) in done.stderr and "Traceback" not in done.stderr
