@@ -1,17 +1,24 @@
 """The local engine's inference precision, chosen for the CPU it runs on.
 
 OpenVINO's CPU plugin computes in bf16 wherever the CPU has bf16 instructions (AMX or
-AVX512-BF16) unless told otherwise, and in f32 everywhere else. On an Intel CPU with AMX its bf16
-decoding is slower than f32, and on an AMD Zen 4 (AVX512-BF16, no AMX) no faster (measured:
-perf/precision.py interleaves the two in one run; docs/models.md has the table per CPU kind): one
-decoded token is a batch of one, where AMX's tiles sit mostly empty and bf16 adds conversions.
-Agent runs are decode-bound (a trial decodes hundreds of tokens per prompt), so `fast` asks for f32
-there too, the rule the measurement supports (and f32 is the reference's precision); a CPU without
-bf16 instructions is left to the plugin, which picks f32 itself.
+AVX512-BF16) unless told otherwise, and in f32 everywhere else. What is faster depends on the CPU
+and on the load, so the rule follows measurements (perf/precision.py interleaves the two hints in
+one run, one stream and N requests in flight; docs/models.md has the table per CPU kind):
 
-REINAGENT_OV_PRECISION_HINT (f32, bf16 or f16) overrides the rule, for measuring or for a CPU
-where bf16 wins. The choice is said in one stderr line when the engine loads, and recorded in
-the engine's load info.
+- an Intel CPU with AMX: f32. There bf16 decoded one stream at 5.5 tok/s against f32's 8.6: one
+  decoded token is a batch of one, where AMX's tiles sit mostly empty and bf16 adds conversions.
+  (Requests in flight were not measured in bf16 on that CPU.)
+- a CPU with AVX512-BF16 and no AMX (an AMD Zen 4): bf16. There bf16 decodes one stream a little
+  slower (0.92-0.94 of f32) but prefills faster, and with requests in flight, as runs have them
+  (8 by default, 32 in the paired HumanEval run), it moves 1.34x (8) and 1.13x (32) f32's
+  tokens/s: the matrices the plugin cannot give 8-bit activations (the Q6_K output matrix, the
+  split's corrections, llm/gguf_exact.py) and the elementwise work run at bf16's rate.
+- a CPU without bf16 instructions: the plugin's own choice, f32.
+
+bf16 rounds activations to 8 significant bits, so greedy text differs from f32's; `exact` is always
+f32 arithmetic with an f32 KV cache. REINAGENT_OV_PRECISION_HINT (f32, bf16 or f16) overrides the
+rule. The choice is said in one stderr line when the engine loads, recorded in the engine's load
+info, and part of the response cache's model identity when it is not f32 (llm/stack.py).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from reinagent.errors import ConfigError
 
 HINTS = ("f32", "bf16", "f16")
 ENV = "REINAGENT_OV_PRECISION_HINT"
-BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # the plugin computes bf16 by default where it finds one
 
 
 @dataclass(frozen=True)
@@ -77,10 +84,11 @@ def choose(precision: str, flags: frozenset[str] | None = None, env: str | None 
             raise ConfigError(f"{ENV}={wanted!r} is not a precision; valid: {', '.join(HINTS)}")
         return PrecisionChoice(wanted, f"{wanted} inference ({ENV})")
     flags = cpu_flags() if flags is None else flags
-    bf16 = [f for f in BF16_FLAGS if f in flags]
-    if bf16:
-        # measured: slower with AMX, no faster on AVX512-BF16 alone (an AMD Zen 4)
-        speed = "slower" if "amx_bf16" in flags else "no faster"
-        return PrecisionChoice("f32", f"f32 inference: this CPU has {'/'.join(bf16)}, where the plugin's "
-                                      f"bf16 decodes {speed} (perf/precision.py; {ENV}=bf16 to override)")
+    if "amx_bf16" in flags:  # measured: bf16 decodes slower with AMX
+        return PrecisionChoice("f32", f"f32 inference: this CPU has amx_bf16, where the plugin's bf16 decodes "
+                                      f"slower (perf/precision.py; {ENV}=bf16 to override)")
+    if "avx512_bf16" in flags:  # measured on a Zen 4: faster with requests in flight, the runs' load
+        return PrecisionChoice("bf16", f"bf16 inference: this CPU has avx512_bf16 and no AMX, where bf16 moves more "
+                                       f"tokens/s than f32 with requests in flight (perf/precision.py; "
+                                       f"{ENV}=f32 to override)")
     return PrecisionChoice(None, "f32 inference (no bf16 instructions on this CPU: the plugin's own choice)")
