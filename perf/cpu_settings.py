@@ -9,7 +9,10 @@ named property set on local:qwen2.5-coder-1.5b's published Q4_K_M file, then alt
 cache serves it; decode tok/s = (n - 1) / (wall n - wall 1). Medians and each set's rounds are
 printed, and whether its greedy text is the first set's. The default sets ask whether the plugin's
 dynamic quantisation of activations (on by default, groups of 32) or its thread count is what
-holds single-stream decode back on this CPU (issue 53).
+holds single-stream decode back on this CPU (issue 53). Each set goes on top of the engine's
+precision choice (llm/cpu_precision.py); until 2026-12-07 it went on the plugin's defaults, which
+on a CPU with bf16 instructions compute in bf16 (the Zen 4 figures of docs/dq_group_output_amd_zen4.txt
+are bf16's, while the engine then ran f32).
 """
 
 from __future__ import annotations
@@ -45,11 +48,15 @@ def main() -> None:
 
     path = model_path("qwen2.5-coder-1.5b")
     pipes = {}
+    from reinagent.llm import cpu_precision
+
+    base = cpu_precision.choose("fast").properties("fast")  # the engine's precision, unless a set names another
+    print(f"each set on top of the engine's precision choice: {base or 'the plugin default (f32 here)'}")
     for name, props in sets.items():
         scheduler = og.SchedulerConfig()
         scheduler.cache_size, scheduler.max_num_seqs, scheduler.enable_prefix_caching = 2, 8, False
         scheduler.dynamic_split_fuse, scheduler.max_num_batched_tokens = True, 1024
-        pipes[name] = og.ContinuousBatchingPipeline(str(path), scheduler, "CPU", props)
+        pipes[name] = og.ContinuousBatchingPipeline(str(path), scheduler, "CPU", base | props)
 
     def wall(pipe, n: int, tag: str) -> tuple[float, str]:
         config = og.GenerationConfig()

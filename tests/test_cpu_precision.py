@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from reinagent.errors import ConfigError
-from reinagent.llm.cpu_precision import ENV, choose
+from reinagent.llm.cpu_precision import ENV, choose, plugin_identity
 
 AMX = frozenset({"avx512f", "amx_bf16", "amx_tile", "avx512_bf16"})
 PLAIN = frozenset({"avx2", "fma", "avx512f"})
@@ -53,8 +53,6 @@ def test_a_precision_other_than_f32_parts_the_response_cache_keys(monkeypatch):
     """bf16 (or another 8-bit activation group) gives other text: its answers must not be replayed
     to an f32 run of the same model, nor the other way. f32 adds nothing, so older keys hold.
     Mutant: plugin_identity returning {} always."""
-    from reinagent.llm.stack import plugin_identity
-
     monkeypatch.delenv("REINAGENT_OV_DQ_GROUP", raising=False)
     monkeypatch.setenv(ENV, "f32")
     assert plugin_identity("fast") == {}

@@ -112,3 +112,16 @@ def test_a_cache_entry_this_version_did_not_write_is_measured_again(tmp_path, mo
     choice = engine_choice.choose("local", 8)
     assert measured == ["local"] and choice.engine == "llamacpp" and not choice.cached
     assert json.loads((tmp_path / "engine_choice.json").read_text())["k"]["engine"] == "llamacpp"
+
+
+def test_a_plugin_computing_in_bf16_is_measured_again(monkeypatch):
+    """bf16 moves other tokens/s than f32 (llm/cpu_precision.py): a choice measured under one
+    precision is not the other's. Mutant: engines_version without the plugin's precision."""
+    from reinagent.llm.cpu_precision import ENV
+    from reinagent.llm.engine_choice import engines_version
+
+    monkeypatch.delenv("REINAGENT_OV_DQ_GROUP", raising=False)
+    monkeypatch.setenv(ENV, "f32")
+    f32 = engines_version()
+    monkeypatch.setenv(ENV, "bf16")
+    assert engines_version() != f32 and "inference=bf16" in engines_version()

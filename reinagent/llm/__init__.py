@@ -25,7 +25,7 @@ backends, missing keys, a scripted model's file, the extras their engines need, 
     local.py            the local model's files: the embedded GGUF, its cached f32 copies
     gguf_exact.py       a Q4_K/Q4_1 GGUF as the engine loads it: the reader's IR with the file's own
                         offsets (the reader rounds them to 4-bit integers)
-    cpu_precision.py    the local engine's inference precision for this CPU (f32 where bf16 is no faster)
+    cpu_precision.py    the local engine's inference precision for this CPU (measured: f32 with AMX, bf16 on a Zen 4)
     packaged.py         named models from the package registry (local:qwen2.5-coder-1.5b, -0.5b)
     cache_files.py      the models cache's own files: pinned checks, bounded stamps, disk errors in one line
     gguf_export.py      a HF checkpoint of the embedded model written as a GGUF file for OpenVINO

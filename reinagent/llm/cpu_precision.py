@@ -18,7 +18,7 @@ one run, one stream and N requests in flight; docs/models.md has the table per C
 bf16 rounds activations to 8 significant bits, so greedy text differs from f32's; `exact` is always
 f32 arithmetic with an f32 KV cache. REINAGENT_OV_PRECISION_HINT (f32, bf16 or f16) overrides the
 rule. The choice is said in one stderr line when the engine loads, recorded in the engine's load
-info, and part of the response cache's model identity when it is not f32 (llm/stack.py).
+info, and part of the response cache's model identity when it is not f32 (`plugin_identity`).
 """
 
 from __future__ import annotations
@@ -92,3 +92,18 @@ def choose(precision: str, flags: frozenset[str] | None = None, env: str | None 
                                        f"tokens/s than f32 with requests in flight (perf/precision.py; "
                                        f"{ENV}=f32 to override)")
     return PrecisionChoice(None, "f32 inference (no bf16 instructions on this CPU: the plugin's own choice)")
+
+
+def plugin_identity(precision: str | None) -> dict[str, str]:
+    """What the CPU plugin computes with, where it is not the f32 default: bf16 arithmetic (the
+    rule per CPU, `choose`, or REINAGENT_OV_PRECISION_HINT) and a group size for the
+    8-bit activations (REINAGENT_OV_DQ_GROUP) give other text, so they part the cache's keys. The
+    f32 default adds nothing, so keys written before this stay valid."""
+    if precision != "fast":
+        return {}
+    identity = {}
+    if choose(precision).effective != "f32":
+        identity["inference"] = choose(precision).effective
+    if os.environ.get("REINAGENT_OV_DQ_GROUP"):
+        identity["dq_group"] = os.environ["REINAGENT_OV_DQ_GROUP"].strip()
+    return identity

@@ -107,7 +107,8 @@ def measured_in_flight(in_flight: int) -> int:
 
 def cache_key(model: str, in_flight: int) -> str:
     """The CPU (name, family, model, vector flags), the model's file, the requests in flight, and
-    the engines' versions (a new engine, or a new way of reading the file, is measured again)."""
+    the engines' versions (a new engine, a new way of reading the file, or OpenVINO computing in
+    other than f32, is measured again)."""
     from reinagent.llm.cpu_precision import cpu_flags
 
     flags = ",".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))))
@@ -126,7 +127,10 @@ def engines_version() -> str:
         except PackageNotFoundError:
             return "-"
 
-    return f"openvino-genai {of('openvino-genai')} {RULE}, {DISTRIBUTION} {of(DISTRIBUTION)}"
+    from reinagent.llm.cpu_precision import plugin_identity
+
+    computes = "".join(f" {k}={v}" for k, v in plugin_identity("fast").items())  # bf16 moves other rates
+    return f"openvino-genai {of('openvino-genai')} {RULE}{computes}, {DISTRIBUTION} {of(DISTRIBUTION)}"
 
 
 async def _measure(model: str, in_flight: int, tokens: int) -> dict[str, float]:

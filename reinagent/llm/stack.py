@@ -9,7 +9,6 @@ stack depends on of a run's settings is `ModelSettings`, resolved by the caller
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +79,8 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
             if getattr(backend, "precision", None):  # fast and exact give different text
                 identity["precision"] = backend.precision
             if kind == "local" and settings.local_engine == "openvino":
+                from reinagent.llm.cpu_precision import plugin_identity
+
                 identity.update(plugin_identity(getattr(backend, "precision", None)))
             if kind == "local" and settings.local_engine != "openvino":  # and so do two engines
                 identity["engine"] = settings.local_engine
@@ -93,23 +94,6 @@ def build_llm(model: str, settings: ModelSettings, *, role: str = "actor", run_k
             identity = scoped_identity(identity, settings.cache_scope, run_key)
             llm = CachedLLM(llm, store, identity)
     return llm
-
-
-def plugin_identity(precision: str | None) -> dict[str, str]:
-    """What the CPU plugin computes with, where it is not the f32 default: bf16 arithmetic (the
-    rule per CPU, llm/cpu_precision.py, or REINAGENT_OV_PRECISION_HINT) and a group size for the
-    8-bit activations (REINAGENT_OV_DQ_GROUP) give other text, so they part the cache's keys. The
-    f32 default adds nothing, so keys written before this stay valid."""
-    if precision != "fast":
-        return {}
-    from reinagent.llm.cpu_precision import choose
-
-    identity = {}
-    if choose(precision).effective != "f32":
-        identity["inference"] = choose(precision).effective
-    if os.environ.get("REINAGENT_OV_DQ_GROUP"):
-        identity["dq_group"] = os.environ["REINAGENT_OV_DQ_GROUP"].strip()
-    return identity
 
 
 def open_store(cache_dir: str | None) -> ResponseStore | None:
