@@ -29,10 +29,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from reinagent.errors import ConfigError
+from reinagent.errors import ConfigError, env_count
 
 HINTS = ("f32", "bf16", "f16")
 ENV = "REINAGENT_OV_PRECISION_HINT"
+DQ_ENV = "REINAGENT_OV_DQ_GROUP"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # the plugin computes bf16 by default where it finds one
 
 
@@ -102,8 +103,18 @@ def plugin_identity(precision: str | None) -> dict[str, str]:
     if precision != "fast":
         return {}
     identity = {}
-    if choose(precision).effective != "f32":
-        identity["inference"] = choose(precision).effective
-    if os.environ.get("REINAGENT_OV_DQ_GROUP"):
-        identity["dq_group"] = os.environ["REINAGENT_OV_DQ_GROUP"].strip()
+    effective = choose(precision).effective
+    if effective != "f32":
+        identity["inference"] = effective
+    group = dq_group()
+    if group is not None:
+        identity["dq_group"] = str(group)
     return identity
+
+
+def dq_group() -> int | None:
+    """REINAGENT_OV_DQ_GROUP: the inputs per group of the plugin's 8-bit activations (its
+    DYNAMIC_QUANTIZATION_GROUP_SIZE), or None for the plugin's own; a bad value is a ConfigError."""
+    if not os.environ.get(DQ_ENV, "").strip():
+        return None
+    return env_count(DQ_ENV, 32, most=4096)

@@ -233,8 +233,8 @@ class OVEngine:
         choice.say()
         if os.environ.get("REINAGENT_OV_THREADS"):
             properties["INFERENCE_NUM_THREADS"] = env_count("REINAGENT_OV_THREADS", 1)
-        if os.environ.get("REINAGENT_OV_DQ_GROUP"):  # the plugin's 8-bit activations, per this many inputs
-            properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = env_count("REINAGENT_OV_DQ_GROUP", 32, most=4096)
+        if cpu_precision.dq_group() is not None:  # the plugin's 8-bit activations, per this many inputs
+            properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = cpu_precision.dq_group()
         draft = draft_model()
         if draft is not None:  # speculative decoding: same greedy text, fewer steps of the big model
             properties["draft_model"] = og.draft_model(str(draft), "CPU")
